@@ -1,0 +1,3 @@
+from adaln_bench.cli import main
+
+main()

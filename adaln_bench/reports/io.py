@@ -1,0 +1,84 @@
+"""Reading and writing reports: validated on the way in, written atomically on the way out."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from adaln_bench.errors import NotAReportError, UserError
+from adaln_bench.reports.schema import Report
+
+
+def parse_report(text: str, origin: str) -> Report:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotAReportError(f"{origin}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict) or "results" not in data or "environment" not in data:
+        raise NotAReportError(f"{origin}: not an adaln-bench report (no 'results' and 'environment')")
+    try:
+        return Report.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise NotAReportError(f"{origin}: not a valid report: {where}: {first['msg']}") from None
+
+
+def read_report(path: str | os.PathLike[str]) -> Report:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{p}: cannot read: {exc}") from None
+    return parse_report(text, str(p))
+
+
+def report_to_dict(report: Report) -> dict:
+    return report.model_dump(mode="json", exclude_unset=True)
+
+
+def report_to_json(report: Report) -> str:
+    return json.dumps(report_to_dict(report), indent=2, allow_nan=False) + "\n"
+
+
+def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
+    """Write to a temporary file beside the target, then rename: a reader never sees half a report."""
+    return write_text_atomic(report_to_json(report), path)
+
+
+def write_text_atomic(text: str, path: str | os.PathLike[str]) -> Path:
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise UserError(f"{target}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def check_writable(path: str | os.PathLike[str]) -> Path:
+    """Fail before hours of measuring, not after, when the report could not be written."""
+    target = Path(path)
+    if target.is_dir():
+        raise UserError(f"{target}: is a directory; --out takes a file path")
+    parent = target.parent
+    probe_dir = parent
+    while not probe_dir.exists():
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir() or not os.access(probe_dir, os.W_OK | os.X_OK):
+        raise UserError(f"{target}: cannot write there ({probe_dir} is not a writable directory)")
+    return target

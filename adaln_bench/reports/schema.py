@@ -1,0 +1,219 @@
+"""The report, as pydantic models: the one schema the child writes, the parent validates and every reader uses.
+
+The format is RL-Kernel's prior-art report (results/b200/adaln_projection.b200.prior-art.json) with fields
+added, never removed or renamed, so that either kind of report reads here and diffs against the other.
+Fields this project adds are optional, so the reference file validates unchanged; writers dump with
+`exclude_unset=True` so that reading and writing a file gives back the same data.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+REPORT_KIND = "adaln_bench"
+PRIOR_ART_KIND = "h3_prior_art"
+
+
+class _Model(BaseModel):
+    # Unknown keys are kept (a newer writer may add some); NaN and infinity are refused: JSON has neither.
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="null", allow_inf_nan=False)
+
+
+# --- batch invariance -------------------------------------------------------------------------------
+
+
+class AllRowsCount(_Model):
+    rows: int
+    fwd_differ: int
+    rowgrad_differ: int
+
+
+class SubBatchCounts(_Model):
+    full_batch: int
+    sub_batch_sizes: list[int]
+    sub_batches: int
+    fwd_differ: int
+    rowgrad_differ: int
+
+
+class SweepFailure(_Model):
+    seed: int
+    batch: int
+    position: int
+    row: int
+
+
+class SweepCounts(_Model):
+    batch_sizes: list[int]
+    probe_rows: list[int]
+    comparisons: int
+    differ: int
+    first_failures: list[SweepFailure]
+
+
+class BatchInvariance(_Model):
+    all_rows: dict[str, AllRowsCount]
+    params_repeatable: bool
+    full_vs_sub_batches: SubBatchCounts
+    batch_size_sweep: SweepCounts
+    batch_invariant: bool
+
+
+# --- accuracy and latency ---------------------------------------------------------------------------
+
+
+class Distribution(_Model):
+    """A timing distribution in microseconds: the median alone cannot tell noise from change."""
+
+    min: float
+    q1: float
+    median: float
+    q3: float
+    max: float
+    count: int
+
+
+class GradRelErr(_Model):
+    temb: Optional[float]
+    w: Optional[float]
+    b: Optional[float]
+
+
+class AccuracyLatency(_Model):
+    fwd_rel_err: Optional[float]
+    grad_rel_err: Optional[GradRelErr] = None
+    fwd_us: Optional[float]
+    fwd_bwd_us: Optional[float] = None
+    # Added here: the distributions behind the two medians, and the clock they came from.
+    fwd_us_dist: Optional[Distribution] = None
+    fwd_bwd_us_dist: Optional[Distribution] = None
+    clock: Optional[Literal["cuda_event", "monotonic"]] = None
+
+
+# --- results ----------------------------------------------------------------------------------------
+
+
+class CandidateResult(_Model):
+    source: str
+    has_backward: bool
+    batch_invariance: Optional[BatchInvariance] = None
+    accuracy_latency: dict[str, AccuracyLatency] = Field(default_factory=dict)
+    # Added here: SHA-256 of the full-batch output and d_temb on the fixed consistency input.
+    fingerprint: Optional["Fingerprint"] = None
+    details: Optional[dict[str, str]] = None
+    wall_s: Optional[float] = None
+
+
+class Fingerprint(_Model):
+    rows: int
+    seed: int
+    output_sha256: str
+    d_temb_sha256: Optional[str] = None
+
+
+CandidateStatus = Literal["unavailable", "failed", "crashed", "timeout", "interrupted"]
+
+
+class CandidateUnavailable(_Model):
+    """A candidate (or its whole mode) that gave no result, and why."""
+
+    unavailable: str
+    status: Optional[CandidateStatus] = None
+
+
+CandidateEntry = Union[CandidateResult, CandidateUnavailable]
+
+
+# --- environment ------------------------------------------------------------------------------------
+
+
+class Environment(_Model):
+    gpu: Optional[str]
+    capability: Optional[list[int]]
+    torch: Optional[str]
+    cuda: Optional[str]
+    python: Optional[str]
+    tf32: Optional[bool]
+    libraries: dict[str, Optional[str]]
+    megatron_source_commit: Optional[str] = None
+    mode_environment: dict[str, dict[str, str]] = Field(default_factory=dict)
+    # Added here.
+    device: Optional[str] = None
+    hostname: Optional[str] = None
+    platform: Optional[str] = None
+
+
+class ModeObservation(_Model):
+    """What a mode's child process saw after switching the mode on: proof that it took effect."""
+
+    env_seen: dict[str, Optional[str]] = Field(default_factory=dict)
+    preferred_blas: Optional[str] = None
+    bf16_reduced_precision_reduction: Optional[bool] = None
+    fp16_reduced_precision_reduction: Optional[bool] = None
+    tf32_matmul: Optional[bool] = None
+    tf32_cudnn: Optional[bool] = None
+    float32_matmul_precision: Optional[str] = None
+    deterministic_algorithms: Optional[bool] = None
+    aten_overrides: list[str] = Field(default_factory=list)
+    library: Optional[str] = None
+    library_version: Optional[str] = None
+    switch_path: Optional[str] = None
+    reference_mode_off: Optional[bool] = None
+
+
+ModeStatus = Literal["ok", "unavailable", "failed", "crashed", "timeout", "interrupted"]
+
+
+class ModeRun(_Model):
+    status: ModeStatus
+    reason: Optional[str] = None
+    wall_s: Optional[float] = None
+    gpu_index: Optional[int] = None
+    observed: Optional[ModeObservation] = None
+    stderr_tail: Optional[str] = None
+    returncode: Optional[int] = None
+
+
+class Shape(_Model):
+    dim: int
+    hidden: int
+    modalities: int
+    out_features: int
+    preset: Optional[str] = None
+
+
+class ToolInfo(_Model):
+    name: str
+    version: str
+    commit: Optional[str]
+    dirty: Optional[bool]
+    argv: list[str] = Field(default_factory=list)
+
+
+class Report(_Model):
+    kind: str
+    rfc: Optional[str] = None
+    op: str
+    rl_kernel_commit: Optional[str] = None
+    tracked_tree_dirty: Optional[bool] = None
+    environment: Environment
+    quick: bool
+    results: dict[str, dict[str, CandidateEntry]]
+    # Added here: all optional, so that the reference report validates unchanged.
+    schema_version: Optional[int] = None
+    tool: Optional[ToolInfo] = None
+    shape: Optional[Shape] = None
+    device: Optional[str] = None
+    modes: Optional[dict[str, ModeRun]] = None
+    incomplete: Optional[bool] = None
+    started_at: Optional[str] = None
+    wall_s: Optional[float] = None
+
+
+CandidateResult.model_rebuild()
+
+
+def is_result(entry: CandidateEntry) -> bool:
+    return isinstance(entry, CandidateResult)
