@@ -1,0 +1,60 @@
+"""The `adaln-bench` command line. Each command's work lives in its own module; this file only wires them.
+
+A user's mistake (UserError) is one line on stderr and exit code 2; anything else is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import typer
+
+from adaln_bench.errors import UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Is the AdaLN modulation projection batch-invariant, how accurate against FP64, and how fast, "
+    "under each framework's batch-invariant mode?",
+    pretty_exceptions_enable=False,
+)
+
+
+def _register(name: str, module: str, attr: str) -> None:
+    """Attach a command defined in another module, so cli.py stays a table of contents."""
+    import importlib
+
+    fn: Callable = getattr(importlib.import_module(module), attr)
+    app.command(name)(fn)
+
+
+_register("run", "adaln_bench.commands.run", "run_command")
+_register("report", "adaln_bench.commands.report", "report_command")
+_register("modes", "adaln_bench.commands.listing", "modes_command")
+_register("candidates", "adaln_bench.commands.listing", "candidates_command")
+_register("env", "adaln_bench.commands.listing", "env_command")
+_register("diff", "adaln_bench.commands.diff", "diff_command")
+_register("plot", "adaln_bench.commands.plot", "plot_command")
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        app(args=argv, standalone_mode=False)
+    except UserError as exc:
+        print(f"adaln-bench: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        print("adaln-bench: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # click's usage errors are the user's too
+        import click
+
+        if isinstance(exc, click.exceptions.UsageError):
+            print(f"adaln-bench: {exc.format_message()}", file=sys.stderr)
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
