@@ -1,0 +1,84 @@
+"""Recipe modes: a cuBLAS/torch setting tested by itself, with no framework. Users add their own in TOML.
+
+A recipe file holds one table per recipe:
+
+    [recipes.cublas_ws16]
+    description = "cuBLAS with a 16 KiB x 8 workspace"
+    env = { CUBLAS_WORKSPACE_CONFIG = ":16:8" }
+    preferred_blas = "cublas"                 # cublas | cublaslt | default
+    bf16_reduced_precision_reduction = false
+    fp16_reduced_precision_reduction = false
+    tf32_matmul = false
+    tf32_cudnn = false
+    deterministic_algorithms = false
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from adaln_bench.errors import UserError
+from adaln_bench.modes.registry import Mode, TorchSettings, register
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+CUBLASLT_WS1 = register(
+    Mode(
+        name="cublaslt_ws1",
+        description="recipe: cuBLASLt preferred, CUBLASLT_WORKSPACE_SIZE=1, reduced-precision reductions off",
+        kind="recipe",
+        env={"CUBLASLT_WORKSPACE_SIZE": "1"},
+        torch_settings=TorchSettings(
+            preferred_blas="cublaslt",
+            bf16_reduced_precision_reduction=False,
+            fp16_reduced_precision_reduction=False,
+        ),
+    )
+)
+
+_SETTING_KEYS = {f for f in TorchSettings.__dataclass_fields__}
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+def _recipe_from_table(name: str, table: dict, origin: str) -> Mode:
+    if not _NAME.match(name):
+        raise UserError(f"{origin}: recipe name {name!r} must be letters, digits, '_', '.', '-'")
+    unknown = set(table) - _SETTING_KEYS - {"description", "env"}
+    if unknown:
+        raise UserError(f"{origin}: recipe {name!r}: unknown keys {sorted(unknown)}")
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, (str, int)) for v in env.values()):
+        raise UserError(f"{origin}: recipe {name!r}: env must be a table of strings")
+    settings = {k: table[k] for k in _SETTING_KEYS if k in table}
+    blas = settings.get("preferred_blas")
+    if blas is not None and blas not in ("cublas", "cublaslt", "default"):
+        raise UserError(f"{origin}: recipe {name!r}: preferred_blas must be cublas, cublaslt or default")
+    for key, value in settings.items():
+        if key != "preferred_blas" and not isinstance(value, bool):
+            raise UserError(f"{origin}: recipe {name!r}: {key} must be true or false")
+    return Mode(
+        name=name,
+        description=str(table.get("description", f"recipe from {origin}")),
+        kind="recipe",
+        env={str(k): str(v) for k, v in env.items()},
+        torch_settings=TorchSettings(**settings),
+    )
+
+
+def load_recipe_file(path: str) -> list[Mode]:
+    origin = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{origin}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{origin}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{origin}: not valid TOML: {exc}") from None
+    recipes = data.get("recipes")
+    if not isinstance(recipes, dict) or not recipes:
+        raise UserError(f"{origin}: no [recipes.<name>] tables")
+    return [_recipe_from_table(name, table, origin) for name, table in recipes.items()]

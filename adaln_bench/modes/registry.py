@@ -1,0 +1,108 @@
+"""The mode registry: each framework's batch-invariant mode, and recipes that need no framework.
+
+A mode is applied in two steps, both in its own child process: its environment variables are set
+before torch is imported (cuBLAS reads them once per process), then `enable` runs after the import
+and returns a `Switch` that says what it used and how to switch it off for the FP64 reference.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Mapping, Optional
+
+ModeKind = Literal["baseline", "framework", "recipe"]
+
+
+@dataclass(frozen=True)
+class ModeOptions:
+    """Options from the command line that a mode's switch may need."""
+
+    megatron_src: Optional[str] = None
+
+
+@dataclass
+class Switch:
+    """What switching a mode on did, and how to undo it for the FP64 reference."""
+
+    path: Optional[str] = None  # the module or call used, e.g. "vllm.model_executor.layers.batch_invariant"
+    library: Optional[str] = None
+    library_version: Optional[str] = None
+    off: Optional[Callable[[], None]] = None  # None: the mode has no switch-off
+    on: Optional[Callable[[], None]] = None  # switch back on after the reference
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TorchSettings:
+    """The torch-level knobs that decide which cuBLAS path a bf16 linear takes."""
+
+    preferred_blas: Optional[Literal["cublas", "cublaslt", "default"]] = None
+    bf16_reduced_precision_reduction: Optional[bool] = None
+    fp16_reduced_precision_reduction: Optional[bool] = None
+    tf32_matmul: Optional[bool] = None
+    tf32_cudnn: Optional[bool] = None
+    deterministic_algorithms: Optional[bool] = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    description: str
+    kind: ModeKind
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Distributions whose versions the report records for this mode (pip names).
+    libraries: tuple[str, ...] = ()
+    # Runs in the child after `import torch`; raises when the mode cannot be switched on.
+    enable: Optional[Callable[[ModeOptions], Switch]] = None
+    torch_settings: Optional[TorchSettings] = None
+
+
+_MODULES = (
+    "adaln_bench.modes.plain",
+    "adaln_bench.modes.vllm",
+    "adaln_bench.modes.sglang",
+    "adaln_bench.modes.megatron",
+    "adaln_bench.modes.recipes",
+)
+
+_REGISTRY: dict[str, Mode] = {}
+
+
+def register(mode: Mode) -> Mode:
+    if mode.name in _REGISTRY:
+        raise ValueError(f"mode {mode.name!r} is registered twice")
+    _REGISTRY[mode.name] = mode
+    return mode
+
+
+def _load() -> None:
+    for module in _MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # a module that exists but fails to import is a bug
+                raise
+
+
+def all_modes(extra_file: Optional[str] = None) -> dict[str, Mode]:
+    """Every registered mode in registry order, plus the recipes of a user's TOML file."""
+    _load()
+    modes = dict(_REGISTRY)
+    if extra_file:
+        from adaln_bench.modes.recipes import load_recipe_file
+
+        for mode in load_recipe_file(extra_file):
+            if mode.name in modes:
+                from adaln_bench.errors import UserError
+
+                raise UserError(f"{extra_file}: mode {mode.name!r} already exists")
+            modes[mode.name] = mode
+    return modes
+
+
+def framework_modes() -> list[str]:
+    """The modes of the reference report, in its order: what a bare `adaln-bench run` runs."""
+    return [m.name for m in all_modes().values() if m.kind in ("baseline", "framework")]
