@@ -1,0 +1,100 @@
+"""What the report records about the machine, the libraries and the tool itself (SPEC §9)."""
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Optional
+
+from adaln_bench.reports.schema import Environment
+
+# Report key -> distribution names to try, in order (a library is published under more than one name).
+LIBRARIES: dict[str, tuple[str, ...]] = {
+    "torch": ("torch",),
+    "triton": ("triton", "pytorch-triton"),
+    "diffusers": ("diffusers",),
+    "vllm": ("vllm",),
+    "flashinfer-python": ("flashinfer-python", "flashinfer"),
+    "sglang": ("sglang",),
+    "liger-kernel": ("liger-kernel", "liger_kernel"),
+    "transformer_engine": ("transformer_engine", "transformer-engine", "transformer_engine_torch"),
+    "megatron-core": ("megatron-core", "megatron_core"),
+}
+
+
+def library_version(names: tuple[str, ...]) -> Optional[str]:
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def library_versions() -> dict[str, Optional[str]]:
+    return {key: library_version(names) for key, names in LIBRARIES.items()}
+
+
+def git_state(path: Path) -> tuple[Optional[str], Optional[bool]]:
+    """The commit of the checkout holding `path`, and whether its tracked files differ from it."""
+    try:
+        commit = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return commit or None, bool(status.strip())
+
+
+def tool_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def gpu_slug() -> str:
+    """A short directory name for the GPU model ('h200', 'b200'), found without initialising CUDA here."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        out = []
+    if not out:
+        return "gpu"
+    return slug_of(out[0])
+
+
+def slug_of(gpu_name: str) -> str:
+    for token in gpu_name.replace("-", " ").split():
+        t = token.lower()
+        if any(c.isdigit() for c in t) and t[0].isalpha():
+            return t
+    return "gpu"
+
+
+def torch_environment(device: str) -> Environment:
+    """The environment as a process with torch imported sees it; CUDA is touched only for a CUDA run."""
+    import torch
+
+    gpu = capability = None
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        gpu, capability = props.name, [props.major, props.minor]
+    return Environment(
+        gpu=gpu,
+        capability=capability,
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        python=platform.python_version(),
+        tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+        libraries=library_versions(),
+        device=device,
+        hostname=socket.gethostname(),
+        platform=f"{platform.system()} {platform.machine()}",
+    )
+
+
+def python_executable() -> str:
+    return sys.executable

@@ -1,0 +1,166 @@
+"""The three batch-invariance probes of SPEC §4, as pure functions of a `Runner`.
+
+A runner computes one *run*: the rows `rows` of the seeded batch (seed, n), forward and backward with
+the matching rows of that batch's upstream gradient. The probes only compare runs bitwise, so they can
+be tested on the CPU with a fake candidate whose batch dependence is known.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol, Sequence
+
+import torch
+
+from adaln_bench.harness import plan as P
+from adaln_bench.reports.schema import (
+    AllRowsCount,
+    BatchInvariance,
+    SubBatchCounts,
+    SweepCounts,
+    SweepFailure,
+)
+
+
+@dataclass
+class RunOutput:
+    out: torch.Tensor  # (rows, N)
+    d_temb: Optional[torch.Tensor]  # (rows, D); None for a forward-only candidate
+    d_weight: Optional[torch.Tensor]
+    d_bias: Optional[torch.Tensor]
+
+
+class Runner(Protocol):
+    def __call__(self, seed: int, n: int, rows: Sequence[int]) -> RunOutput: ...
+
+
+Tick = Callable[[int], None]  # progress: called with the number of runs just made
+
+
+def _noop(_: int) -> None:
+    pass
+
+
+def _same(a: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(torch.equal(a, b))
+
+
+def probe_all_rows(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> tuple[dict[str, AllRowsCount], bool]:
+    """Each row alone against the full batch; and a second full run must repeat dW and db bitwise."""
+    counts: dict[str, AllRowsCount] = {}
+    repeatable = True
+    for n in plan.all_rows_sizes:
+        fwd_differ = rowgrad_differ = 0
+        for seed in plan.seeds:
+            full = run(seed, n, range(n))
+            again = run(seed, n, range(n))
+            repeatable &= _same(full.d_weight, again.d_weight) and _same(full.d_bias, again.d_bias)
+            tick(2)
+            for i in range(n):
+                alone = run(seed, n, [i])
+                fwd_differ += not torch.equal(alone.out[0], full.out[i])
+                if full.d_temb is not None:
+                    rowgrad_differ += not torch.equal(alone.d_temb[0], full.d_temb[i])
+                tick(1)
+        counts[str(n)] = AllRowsCount(rows=len(plan.seeds) * n, fwd_differ=fwd_differ, rowgrad_differ=rowgrad_differ)
+    return counts, repeatable
+
+
+def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> SubBatchCounts:
+    """Contiguous sub-batches against the same rows of one full batch; a sub-batch counts once if any row differs."""
+    full_n = plan.full_batch
+    made = fwd_differ = rowgrad_differ = 0
+    for seed in plan.sub_batch_seeds:
+        full = run(seed, full_n, range(full_n))
+        tick(1)
+        for sb in plan.sub_batch_sizes:
+            for start, stop in P.sub_batch_ranges(sb, full_n):
+                part = run(seed, full_n, range(start, stop))
+                made += 1
+                fwd_differ += not torch.equal(part.out, full.out[start:stop])
+                if full.d_temb is not None:
+                    rowgrad_differ += not torch.equal(part.d_temb, full.d_temb[start:stop])
+                tick(1)
+    return SubBatchCounts(
+        full_batch=full_n,
+        sub_batch_sizes=list(plan.sub_batch_sizes),
+        sub_batches=made,
+        fwd_differ=fwd_differ,
+        rowgrad_differ=rowgrad_differ,
+    )
+
+
+def probe_batch_size_sweep(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> SweepCounts:
+    """Each probe row at the start, middle and end of batches of every size, filled with random other rows."""
+    n = plan.sweep_n
+    sizes = P.sweep_batch_sizes(n)
+    probe_rows = P.sweep_probe_rows(n)
+    comparisons = differ = 0
+    failures: list[SweepFailure] = []
+
+    def compare(seed: int, got: RunOutput, pos: int, ref: RunOutput, m: int, r: int) -> None:
+        nonlocal comparisons, differ
+        comparisons += 1
+        same = torch.equal(got.out[pos], ref.out[0]) and (
+            ref.d_temb is None or torch.equal(got.d_temb[pos], ref.d_temb[0])
+        )
+        if not same:
+            differ += 1
+            if len(failures) < P.MAX_RECORDED_FAILURES:
+                failures.append(SweepFailure(seed=seed, batch=m, position=pos, row=r))
+
+    for seed in plan.seeds:
+        alone = {r: run(seed, n, [r]) for r in probe_rows}
+        tick(len(probe_rows))
+        perm_gen = torch.Generator().manual_seed(seed)
+        for m in sizes:
+            for r in probe_rows:
+                perm = torch.randperm(n, generator=perm_gen)
+                filler = perm[perm != r][: m - 1].tolist()
+                for pos in P.sweep_positions(m):
+                    got = run(seed, n, filler[:pos] + [r] + filler[pos:])
+                    compare(seed, got, pos, alone[r], m, r)
+                    tick(1)
+        reverse = list(range(n - 1, -1, -1))
+        for r in probe_rows:
+            got = run(seed, n, reverse)
+            compare(seed, got, n - 1 - r, alone[r], n, r)
+            tick(1)
+    return SweepCounts(
+        batch_sizes=sizes,
+        probe_rows=probe_rows,
+        comparisons=comparisons,
+        differ=differ,
+        first_failures=failures,
+    )
+
+
+def planned_runs(plan: P.ProbePlan) -> int:
+    """How many runs the three probes make: the progress bar's total."""
+    all_rows = sum(len(plan.seeds) * (n + 2) for n in plan.all_rows_sizes)
+    subs = len(plan.sub_batch_seeds) * (1 + sum(len(P.sub_batch_ranges(sb, plan.full_batch)) for sb in plan.sub_batch_sizes))
+    n = plan.sweep_n
+    rows = len(P.sweep_probe_rows(n))
+    sweep = len(plan.seeds) * rows * (1 + 1 + sum(len(P.sweep_positions(m)) for m in P.sweep_batch_sizes(n)))
+    return all_rows + subs + sweep
+
+
+def probe_batch_invariance(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> BatchInvariance:
+    all_rows, repeatable = probe_all_rows(run, plan, tick)
+    subs = probe_sub_batches(run, plan, tick)
+    sweep = probe_batch_size_sweep(run, plan, tick)
+    invariant = (
+        repeatable
+        and all(c.fwd_differ == 0 and c.rowgrad_differ == 0 for c in all_rows.values())
+        and subs.fwd_differ == 0
+        and subs.rowgrad_differ == 0
+        and sweep.differ == 0
+    )
+    return BatchInvariance(
+        all_rows=all_rows,
+        params_repeatable=repeatable,
+        full_vs_sub_batches=subs,
+        batch_size_sweep=sweep,
+        batch_invariant=invariant,
+    )

@@ -1,0 +1,56 @@
+"""Sizes of the AdaLN projection: D (temb width), H (hidden), M (modalities); N = 6 * M * H outputs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adaln_bench.errors import UserError
+
+
+@dataclass(frozen=True)
+class Shape:
+    dim: int
+    hidden: int
+    modalities: int
+    preset: str | None = None
+
+    @property
+    def out_features(self) -> int:
+        return 6 * self.modalities * self.hidden
+
+    def describe(self) -> str:
+        name = f"{self.preset} " if self.preset else ""
+        return f"{name}(D={self.dim}, H={self.hidden}, M={self.modalities}, N={self.out_features})"
+
+
+PRESETS: dict[str, Shape] = {
+    # MiniMax-H3: the shape of the reference report, and the default on a GPU.
+    "h3": Shape(2688, 5376, 3, "h3"),
+    # Flux and Qwen-Image: one modality, D = H = 3072.
+    "flux": Shape(3072, 3072, 1, "flux"),
+    # The CPU default: small enough that the full probes finish in about a minute on two cores.
+    "small": Shape(128, 32, 3, "small"),
+    # For tests: the probes' structure at the smallest sensible cost.
+    "tiny": Shape(32, 8, 3, "tiny"),
+}
+
+
+def resolve_shape(preset: str | None, dim: int | None, hidden: int | None, modalities: int | None,
+                  on_gpu: bool) -> Shape:
+    """A preset, overridden field by field by explicit sizes; h3 on a GPU and small on the CPU by default."""
+    name = preset or ("h3" if on_gpu else "small")
+    if name not in PRESETS:
+        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    base = PRESETS[name]
+    overridden = any(v is not None for v in (dim, hidden, modalities))
+    shape = Shape(
+        dim if dim is not None else base.dim,
+        hidden if hidden is not None else base.hidden,
+        modalities if modalities is not None else base.modalities,
+        None if overridden else base.preset,
+    )
+    for field_name, value in (("--dim", shape.dim), ("--hidden", shape.hidden), ("--modalities", shape.modalities)):
+        if value < 1:
+            raise UserError(f"{field_name} must be a positive integer, got {value}")
+    if shape.out_features * shape.dim > 2**34:
+        raise UserError(f"{shape.describe()}: W would hold more than 2^34 elements")
+    return shape
