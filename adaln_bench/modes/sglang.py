@@ -1,0 +1,60 @@
+"""The SGLang modes: `sglang.srt.batch_invariant_ops.enable_batch_invariant_mode()`, with and without
+TRITON_F32_DEFAULT=ieee (SGLang's Triton dot otherwise takes fp32 inputs as TF32).
+
+SGLang can switch its mode off (`disable_batch_invariant_mode()`), so the FP64 reference runs without it.
+"""
+from __future__ import annotations
+
+import sys
+
+from adaln_bench.modes._import import describe_call, import_first, library_version, module_file
+from adaln_bench.modes.registry import Mode, ModeOptions, Switch, register
+
+MODULE_PATHS = ("sglang.srt.batch_invariant_ops",)
+_KERNELS_MODULE = "sglang.srt.batch_invariant_ops.batch_invariant_ops"
+
+
+def _deepgemm_note() -> dict[str, str]:
+    """Whether bf16 mm goes to DeepGEMM rather than Triton: SGLang decides at import, from the device."""
+    kernels = sys.modules.get(_KERNELS_MODULE)
+    if kernels is None or not hasattr(kernels, "ENABLE_JIT_DEEPGEMM"):
+        return {}
+    used = bool(getattr(kernels, "ENABLE_JIT_DEEPGEMM")) and bool(getattr(kernels, "_ENABLE_MM_DEEPGEMM", True))
+    return {"bf16_mm_deepgemm": str(used).lower()}
+
+
+def enable(options: ModeOptions) -> Switch:
+    module = import_first("sglang", "sglang", MODULE_PATHS)
+    switch_on = module.enable_batch_invariant_mode
+    switch_off = module.disable_batch_invariant_mode
+    switch_on()
+    return Switch(
+        path=describe_call(module, "enable_batch_invariant_mode"),
+        library="sglang",
+        library_version=library_version("sglang", "sglang", "sglang.version"),
+        off=switch_off,
+        on=switch_on,
+        notes={"module_file": module_file(module), **_deepgemm_note()},
+    )
+
+
+SGLANG = register(
+    Mode(
+        name="sglang",
+        description="SGLang enable_batch_invariant_mode(): Triton (or DeepGEMM) overrides of aten mm, addmm, bmm, ...",
+        kind="framework",
+        libraries=("sglang", "triton"),
+        enable=enable,
+    )
+)
+
+SGLANG_IEEE = register(
+    Mode(
+        name="sglang_ieee",
+        description="as sglang, with TRITON_F32_DEFAULT=ieee: fp32 Triton dots in IEEE fp32, not TF32",
+        kind="framework",
+        env={"TRITON_F32_DEFAULT": "ieee"},
+        libraries=("sglang", "triton"),
+        enable=enable,
+    )
+)
