@@ -28,13 +28,19 @@ def _register(name: str, module: str, attr: str) -> None:
     app.command(name)(fn)
 
 
-_register("run", "adaln_bench.commands.run", "run_command")
-_register("report", "adaln_bench.commands.report", "report_command")
-_register("modes", "adaln_bench.commands.listing", "modes_command")
-_register("candidates", "adaln_bench.commands.listing", "candidates_command")
-_register("env", "adaln_bench.commands.listing", "env_command")
-_register("diff", "adaln_bench.commands.diff", "diff_command")
-_register("plot", "adaln_bench.commands.plot", "plot_command")
+COMMANDS = (
+    ("run", "adaln_bench.commands.run", "run_command"),
+    ("report", "adaln_bench.commands.report", "report_command"),
+    ("diff", "adaln_bench.commands.diff", "diff_command"),
+    ("plot", "adaln_bench.commands.plot", "plot_command"),
+    ("modes", "adaln_bench.commands.listing", "modes_command"),
+    ("candidates", "adaln_bench.commands.listing", "candidates_command"),
+    ("env", "adaln_bench.commands.listing", "env_command"),
+)
+
+
+for _name, _module, _attr in COMMANDS:
+    _register(_name, _module, _attr)
 
 
 def main(argv: list[str] | None = None) -> None:

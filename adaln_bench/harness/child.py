@@ -165,7 +165,11 @@ def run_child(spec: ChildSpec) -> ChildResult:
     started = time.monotonic()
     result = ChildResult(mode=spec.mode, status="running")
 
+    entries: dict = {}
+
     def save() -> None:
+        # Assigned, not mutated, so that pydantic counts the field as set and writes it.
+        result.candidates = dict(entries)
         result.wall_s = round(time.monotonic() - started, 3)
         write_text_atomic(result.model_dump_json(exclude_unset=True, indent=1), spec.result_path)
 
@@ -217,7 +221,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
         report_name = candidate.report_name(spec.mode)
         reason = candidate.availability()
         if reason is not None:
-            result.candidates[report_name] = CandidateUnavailable(unavailable=reason, status="unavailable")
+            entries[report_name] = CandidateUnavailable(unavailable=reason, status="unavailable")
             save()
             continue
         progress = Progress(report_name, planned_runs(plan) if spec.probes else 0)
@@ -225,15 +229,15 @@ def run_child(spec: ChildSpec) -> ChildResult:
             impl = candidate.build(ctx)
         except Exception as exc:
             traceback.print_exc()
-            result.candidates[report_name] = CandidateUnavailable(
+            entries[report_name] = CandidateUnavailable(
                 unavailable=f"build failed: {type(exc).__name__}: {exc}", status="failed")
             save()
             continue
         try:
-            result.candidates[report_name] = measure_candidate(impl, params, spec, device, switch.off, progress)
+            entries[report_name] = measure_candidate(impl, params, spec, device, switch.off, progress)
         except Exception as exc:
             traceback.print_exc()
-            result.candidates[report_name] = CandidateUnavailable(
+            entries[report_name] = CandidateUnavailable(
                 unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
         del impl
         if device.type == "cuda":

@@ -1,0 +1,106 @@
+"""`adaln-bench modes`, `candidates` and `env`: what this machine can measure, and why not where it cannot."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def modes_command(
+    check: bool = typer.Option(True, "--check/--no-check",
+                               help="Switch each mode on in a child process to see whether it is available."),
+    device: str = typer.Option("auto", help="auto, cuda or cpu: where the check runs."),
+    modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
+    megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
+    timeout: float = typer.Option(300, help="Seconds one mode's check may take."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Every mode: its environment, whether it switches on here, the library version, and why not."""
+    from adaln_bench.commands.run import _resolve_device
+    from adaln_bench.harness.assemble import shape_model
+    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.modes.registry import all_modes
+
+    modes = list(all_modes(str(modes_file) if modes_file else None).values())
+    runs = {}
+    if check:
+        run_device = _resolve_device(device)
+        options = ChildOptions(device=run_device, shape=shape_model(PRESETS["tiny"]), quick=True, timeout_s=timeout,
+                               modes_file=str(modes_file) if modes_file else None,
+                               megatron_src=str(megatron_src) if megatron_src else None, check_only=True)
+        runner = ModeRunner(options, [None], lambda mode, event: None)
+        runner.run_all([ModeJob(m, []) for m in modes], lambda name, outcome: runs.__setitem__(name, outcome.run))
+    rows = []
+    for m in modes:
+        run = runs.get(m.name)
+        observed = run.observed if run else None
+        rows.append({
+            "mode": m.name,
+            "kind": m.kind,
+            "environment": dict(m.env),
+            "description": m.description,
+            "available": None if run is None else run.status == "ok",
+            "status": None if run is None else run.status,
+            "reason": None if run is None else run.reason,
+            "library": observed.library if observed else None,
+            "library_version": observed.library_version if observed else None,
+            "switch": observed.switch_path if observed else None,
+        })
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="modes")
+    for col in ("mode", "kind", "environment", "available", "library", "reason / switch"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        env = " ".join(f"{k}={v}" for k, v in r["environment"].items()) or "—"
+        avail = "not checked" if r["available"] is None else ("[green]yes[/green]" if r["available"] else f"[red]{r['status']}[/red]")
+        lib = f"{r['library']} {r['library_version'] or ''}".strip() if r["library"] else "—"
+        why = r["reason"] or r["switch"] or r["description"]
+        table.add_row(r["mode"], r["kind"], env, avail, lib, escape(why or ""))
+    Console().print(table)
+
+
+def candidates_command(
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Every registered candidate, whether it can run here, and why not."""
+    from adaln_bench.kernels.registry import all_candidates
+
+    rows = []
+    for c in all_candidates().values():
+        reason = c.availability()
+        rows.append({"candidate": c.name, "description": c.description,
+                     "default_modes": "every mode" if c.default_modes is None else list(c.default_modes),
+                     "available": reason is None, "reason": reason})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="candidates (also: any module:function)")
+    for col in ("candidate", "default modes", "available", "description / reason"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        modes = r["default_modes"] if isinstance(r["default_modes"], str) else ", ".join(r["default_modes"])
+        avail = "[green]yes[/green]" if r["available"] else "[red]no[/red]"
+        table.add_row(escape(r["candidate"]), escape(modes), avail, escape(r["reason"] or r["description"]))
+    Console().print(table)
+
+
+def env_command(
+    device: str = typer.Option("auto", help="auto, cuda or cpu."),
+) -> None:
+    """The environment a report would record: device, torch, CUDA, Python, library versions (JSON)."""
+    from adaln_bench.commands.run import _resolve_device
+    from adaln_bench.harness.environment import git_state, tool_root, torch_environment
+
+    env = torch_environment(_resolve_device(device))
+    commit, dirty = git_state(tool_root())
+    data = env.model_dump(mode="json", exclude_none=False)
+    data["tool_commit"], data["tool_dirty"] = commit, dirty
+    typer.echo(json.dumps(data, indent=2))

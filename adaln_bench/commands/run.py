@@ -1,0 +1,152 @@
+"""`adaln-bench run`: measure every chosen (mode, candidate) and write one report."""
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from adaln_bench.errors import UserError
+from adaln_bench.harness.shapes import Shape, resolve_shape
+
+
+def _resolve_device(device: str) -> str:
+    import torch
+
+    if device not in ("auto", "cuda", "cpu"):
+        raise UserError(f"--device must be auto, cuda or cpu, not {device!r}")
+    has_cuda = torch.cuda.is_available()
+    if device == "cuda" and not has_cuda:
+        raise UserError("--device cuda: no CUDA device is available here (torch.cuda.is_available() is False)")
+    if device == "auto":
+        return "cuda" if has_cuda else "cpu"
+    return device
+
+
+def _parse_gpus(gpus: Optional[str], device: str) -> list[Optional[int]]:
+    if not gpus:
+        return [None]
+    if device != "cuda":
+        raise UserError("--gpus needs a CUDA run")
+    try:
+        ids = [int(x) for x in gpus.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--gpus takes GPU indices like 0,1,2, not {gpus!r}") from None
+    if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
+        raise UserError(f"--gpus takes distinct non-negative GPU indices, not {gpus!r}")
+    return list(ids)
+
+
+def _choose_modes(names: list[str], modes_file: Optional[str]):
+    from adaln_bench.modes.registry import all_modes
+
+    known = all_modes(modes_file)
+    if not names:
+        return list(known.values())
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UserError(f"unknown mode {unknown[0]!r}; known modes: {', '.join(known)}")
+    return [known[n] for n in dict.fromkeys(names)]
+
+
+def _choose_candidates(names: list[str], modes) -> dict[str, list[str]]:
+    """Candidates per mode: those named (in every chosen mode), else each candidate's default modes."""
+    from adaln_bench.kernels import registry
+
+    if names:
+        for name in names:
+            try:
+                registry.get(name)
+            except KeyError:
+                known = ", ".join(registry.all_candidates())
+                raise UserError(f"unknown candidate {name!r}; known: {known}, or module:function") from None
+        return {m.name: list(dict.fromkeys(names)) for m in modes}
+    table = registry.all_candidates()
+    return {m.name: [c.name for c in table.values() if c.default_modes is None or m.name in c.default_modes]
+            for m in modes}
+
+
+def default_out_path(device: str, quick: bool) -> Path:
+    from adaln_bench.harness.environment import git_state, gpu_slug, tool_root
+
+    slug = gpu_slug() if device == "cuda" else "cpu"
+    commit, dirty = git_state(tool_root())
+    tag = (commit[:7] if commit else "nocommit") + ("-dirty" if dirty else "")
+    kind = ".quick" if quick else ""
+    return Path("results") / slug / f"adaln_projection.{slug}.{tag}{kind}.json"
+
+
+def run_command(
+    mode: List[str] = typer.Option([], "--mode", "-m", help="Mode to run (repeatable); default: every mode."),
+    candidate: List[str] = typer.Option([], "--candidate", "-c",
+                                        help="Candidate to measure (repeatable): a registered name or module:function."),
+    device: str = typer.Option("auto", help="auto, cuda or cpu."),
+    quick: bool = typer.Option(False, "--quick", help="Smoke test: smaller probes, T in (1, 3) only; flagged in the report."),
+    preset: Optional[str] = typer.Option(None, help="Shape preset: h3 (GPU default), flux, small (CPU default), tiny."),
+    dim: Optional[int] = typer.Option(None, help="D, the width of temb."),
+    hidden: Optional[int] = typer.Option(None, help="H, the hidden size."),
+    modalities: Optional[int] = typer.Option(None, help="M, the number of modalities (N = 6·M·H)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report path; default results/<device>/…"),
+    timeout: Optional[float] = typer.Option(None, help="Seconds one mode may take before its child is stopped."),
+    gpus: Optional[str] = typer.Option(None, help="Comma-separated GPU indices: modes run concurrently, one child per GPU."),
+    modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
+    megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
+    from adaln_bench.commands.progress import RunProgress
+    from adaln_bench.harness.assemble import assemble_report
+    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
+    from adaln_bench.harness.assemble import shape_model
+    from adaln_bench.reports.io import check_writable, write_report
+    from adaln_bench.reports.render import print_summary
+
+    if timeout is not None and timeout <= 0:
+        raise UserError("--timeout must be a positive number of seconds")
+    if megatron_src is not None and not megatron_src.is_dir():
+        raise UserError(f"--megatron-src {megatron_src}: not a directory")
+    run_device = _resolve_device(device)
+    slots = _parse_gpus(gpus, run_device)
+    shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
+    modes = _choose_modes(mode, str(modes_file) if modes_file else None)
+    per_mode = _choose_candidates(candidate, modes)
+    out_path = check_writable(out or default_out_path(run_device, quick))
+
+    note = sys.stderr
+    if run_device == "cpu" and device == "auto":
+        print(f"adaln-bench: no CUDA device here: running on the CPU with the {shape.describe()} shape "
+              "(CPU times are for smoke runs only)", file=note)
+    elif not quiet:
+        print(f"adaln-bench: {run_device}, {shape.describe()}, {len(modes)} mode(s)"
+              f"{', quick' if quick else ''}", file=note)
+
+    options = ChildOptions(device=run_device, shape=shape_model(shape), quick=quick, timeout_s=timeout,
+                           modes_file=str(modes_file) if modes_file else None,
+                           megatron_src=str(megatron_src) if megatron_src else None)
+    jobs = [ModeJob(m, per_mode[m.name]) for m in modes]
+    outcomes: dict[str, ModeOutcome] = {}
+    started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
+    interrupted = False
+    with RunProgress(jobs, quick, disabled=quiet) as progress:
+        runner = ModeRunner(options, slots, progress.update)
+
+        def done(name: str, outcome: ModeOutcome) -> None:
+            outcomes[name] = outcome
+            progress.finish(name, outcome.run.status)
+
+        try:
+            runner.run_all(jobs, done)
+        except KeyboardInterrupt:
+            interrupted = True
+    report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0)
+    write_report(report, out_path)
+    if not quiet:
+        print_summary(report)
+    print(f"report: {out_path}", file=sys.stderr if quiet else sys.stdout)
+    if interrupted:
+        print("adaln-bench: interrupted; the report holds the finished modes and is marked incomplete",
+              file=sys.stderr)
+        raise typer.Exit(130)

@@ -1,0 +1,232 @@
+"""The parent side of a run: one child process per mode, each on its own GPU when several are given.
+
+Every child gets `{**os.environ, **mode.env}` and writes its result to a file the parent names; the parent
+validates that file with the same model the child wrote. A crash, a hang past the timeout and a failing
+switch-on each become their own status for that mode, with the reason and the tail of its stderr; the
+other modes still run. Ctrl-C stops the children and keeps the finished modes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from pydantic import ValidationError
+
+from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec
+from adaln_bench.modes.registry import Mode
+from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun, Shape
+
+STDERR_TAIL_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class ModeJob:
+    mode: Mode
+    candidates: list[str]
+
+
+@dataclass
+class ModeOutcome:
+    run: ModeRun
+    child: Optional[ChildResult]
+    candidates: dict[str, CandidateEntry] = field(default_factory=dict)
+
+
+ProgressFn = Callable[[str, dict], None]  # (mode, event) -> None
+
+
+@dataclass(frozen=True)
+class ChildOptions:
+    device: str
+    shape: Shape
+    quick: bool
+    timeout_s: Optional[float]
+    modes_file: Optional[str] = None
+    megatron_src: Optional[str] = None
+    check_only: bool = False
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()[-STDERR_TAIL_CHARS:]
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+def _read_result(path: Path) -> Optional[ChildResult]:
+    try:
+        return ChildResult.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+class _ChildProcess:
+    """One running child; `stop()` ends it and every process it started."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], stderr_path: Path):
+        self._stderr = open(stderr_path, "wb")
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+    def close(self) -> None:
+        self._stderr.close()
+
+
+class ModeRunner:
+    """Runs mode jobs in child processes, one at a time per GPU slot."""
+
+    def __init__(self, options: ChildOptions, slots: list[Optional[int]], on_progress: ProgressFn):
+        self.options, self.slots, self.on_progress = options, slots, on_progress
+        self._running: dict[str, _ChildProcess] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.workdir = Path(tempfile.mkdtemp(prefix="adaln-bench-"))
+
+    # -- one mode -------------------------------------------------------------------------------
+
+    def run_one(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
+        name = job.mode.name
+        result_path = self.workdir / f"{name}.result.json"
+        spec_path = self.workdir / f"{name}.spec.json"
+        stderr_path = self.workdir / f"{name}.stderr.log"
+        spec = ChildSpec(mode=name, modes_file=self.options.modes_file, megatron_src=self.options.megatron_src,
+                         candidates=job.candidates, device=self.options.device, shape=self.options.shape,
+                         quick=self.options.quick, result_path=str(result_path), check_only=self.options.check_only)
+        spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
+        env = {**os.environ, **job.mode.env}
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        env["PYTHONUNBUFFERED"] = "1"
+        argv = [sys.executable, "-m", "adaln_bench.harness.child", str(spec_path)]
+        started = time.monotonic()
+        if self._stopping.is_set():
+            return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, gpu)
+        child = _ChildProcess(argv, env, stderr_path)
+        with self._lock:
+            self._running[name] = child
+        reader = threading.Thread(target=self._read_progress, args=(name, child), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            child.proc.wait(timeout=self.options.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            child.stop()
+        finally:
+            reader.join(timeout=5)
+            child.close()
+            with self._lock:
+                self._running.pop(name, None)
+        wall = round(time.monotonic() - started, 3)
+        result = _read_result(result_path)
+        code = child.proc.returncode
+        tail = _tail(stderr_path)
+        if self._stopping.is_set() and not (result and result.complete):
+            return self._outcome(job, "interrupted", "interrupted by the user", result, wall, code, gpu, tail)
+        if timed_out:
+            return self._outcome(job, "timeout", f"no result within --timeout {self.options.timeout_s:g} s",
+                                 result, wall, code, gpu, tail)
+        if code != 0 or result is None or not result.complete:
+            why = _describe_exit(code) if code != 0 else "exited without a complete result file"
+            return self._outcome(job, "crashed", why, result, wall, code, gpu, tail)
+        if result.status == "unavailable":
+            return self._outcome(job, "unavailable", result.reason, result, wall, code, gpu, tail)
+        return self._outcome(job, "ok", None, result, wall, code, gpu)
+
+    def _outcome(self, job: ModeJob, status: str, reason: Optional[str], result: Optional[ChildResult],
+                 wall: Optional[float], code: Optional[int], gpu: Optional[int], tail: Optional[str] = None) -> ModeOutcome:
+        run = ModeRun(status=status, reason=reason, wall_s=wall, gpu_index=gpu,
+                      observed=result.observed if result else None,
+                      stderr_tail=tail if status != "ok" else None, returncode=code)
+        entries: dict[str, CandidateEntry] = dict(result.candidates) if result else {}
+        # Candidates the child never finished get an entry that says why, so nothing disappears silently.
+        from adaln_bench.kernels.registry import get
+
+        for cand in job.candidates:
+            report_name = get(cand).report_name(job.mode.name)
+            if report_name not in entries:
+                entry_status = "unavailable" if status == "unavailable" else status
+                if entry_status == "ok":
+                    entry_status = "failed"
+                entries[report_name] = CandidateUnavailable(
+                    unavailable=f"mode {job.mode.name} {status}: {reason}", status=entry_status)
+        return ModeOutcome(run=run, child=result, candidates=entries)
+
+    def _read_progress(self, mode: str, child: _ChildProcess) -> None:
+        assert child.proc.stdout is not None
+        for line in child.proc.stdout:
+            if line.startswith(PROGRESS_PREFIX):
+                try:
+                    self.on_progress(mode, json.loads(line[len(PROGRESS_PREFIX):]))
+                except ValueError:
+                    continue
+
+    # -- many modes ------------------------------------------------------------------------------
+
+    def run_all(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> None:
+        """Run every job; one worker thread per GPU slot pulls from a shared queue."""
+        todo: "queue.Queue[ModeJob]" = queue.Queue()
+        for job in jobs:
+            todo.put(job)
+
+        def worker(gpu: Optional[int]) -> None:
+            while True:
+                try:
+                    job = todo.get_nowait()
+                except queue.Empty:
+                    return
+                on_done(job.mode.name, self.run_one(job, gpu))
+
+        threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(timeout=0.2)
+        except KeyboardInterrupt:
+            self.stop_all()
+            for t in threads:
+                t.join(timeout=30)
+            while not todo.empty():
+                job = todo.get_nowait()
+                on_done(job.mode.name, self._outcome(job, "interrupted", "not started: the run was interrupted",
+                                                     None, None, None, None))
+            raise
+
+    def stop_all(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            running = list(self._running.values())
+        for child in running:
+            child.stop()
+
+
+def _describe_exit(code: Optional[int]) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
