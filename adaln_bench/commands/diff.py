@@ -1,0 +1,349 @@
+"""`adaln-bench diff OLD NEW`: verdicts between two reports, as a rich table, Markdown or JSON.
+
+The verdicts come from the pure engine in adaln_bench.reports.diff; this module reads the two reports,
+resolves the thresholds, renders, and turns the result into the exit code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from adaln_bench.errors import UserError
+from adaln_bench.reports.diff import (
+    AVAILABILITY_METRIC,
+    INVARIANCE_METRIC,
+    LATENCY_METRICS,
+    POINT_METRIC,
+    REGRESSION_VERDICTS,
+    FailOn,
+    ReportDiff,
+    Row,
+    Value,
+    Verdict,
+    diff_reports,
+    exit_code,
+)
+from adaln_bench.reports.git_source import load_report
+from adaln_bench.reports.schema import Report
+from adaln_bench.reports.thresholds import resolve_thresholds, thresholds_as_dict
+
+HELP = """Compare two reports and give a verdict per mode, candidate and metric.
+
+OLD and NEW are each a report file or REV:path read from git in the current repository (for example main:results/b200/nightly.json or HEAD~1:./report.json).
+
+Verdicts: SAME, BETTER, WORSE, AMBIGUOUS (changed, but within the noise or in no clear direction), MISSING (a result that is gone), NEW. WORSE and MISSING are regressions. Losing batch invariance is a regression whatever else changed. A latency is WORSE or BETTER only when the medians differ by more than the threshold and the interquartile ranges do not overlap.
+
+Exit codes: 0 no regression; 1 regression (or any change, with --fail-on any-change); 2 bad input (unreadable file, not a report, bad REV:path, bad thresholds); 3 not comparable (different GPUs, one quick and one full report, different shapes). See docs/diff.md.
+"""
+
+VERDICT_STYLE = {
+    Verdict.SAME: "dim",
+    Verdict.BETTER: "bold green",
+    Verdict.WORSE: "bold red",
+    Verdict.AMBIGUOUS: "yellow",
+    Verdict.MISSING: "bold red",
+    Verdict.NEW: "cyan",
+}
+VERDICT_ORDER = [Verdict.WORSE, Verdict.MISSING, Verdict.AMBIGUOUS, Verdict.BETTER, Verdict.NEW, Verdict.SAME]
+
+
+def diff_command(
+    old: str = typer.Argument(..., metavar="OLD", help="Report file or REV:path (the baseline)."),
+    new: str = typer.Argument(..., metavar="NEW", help="Report file or REV:path (the candidate)."),
+    latency_threshold: Optional[float] = typer.Option(
+        None, "--latency-threshold", help="Relative change of a median latency that may count (default 0.05)."),
+    accuracy_threshold: Optional[float] = typer.Option(
+        None, "--accuracy-threshold", help="Relative change of an error against FP64 that counts (default 0.10)."),
+    accuracy_floor: Optional[float] = typer.Option(
+        None, "--accuracy-floor", help="Absolute change of an error below which it never counts (default 1e-05)."),
+    thresholds_file: Optional[Path] = typer.Option(
+        None, "--thresholds", metavar="FILE",
+        help="TOML file with latency_threshold, accuracy_threshold, accuracy_floor; options override it."),
+    fail_on: FailOn = typer.Option(
+        FailOn.regression, "--fail-on", case_sensitive=False,
+        help="Exit 1 on a regression, on any verdict other than SAME, or never."),
+    allow_different_device: bool = typer.Option(
+        False, "--allow-different-device", help="Compare reports from different GPUs (or CPU and GPU)."),
+    allow_quick_mismatch: bool = typer.Option(
+        False, "--allow-quick-mismatch",
+        help="Compare a quick report with a full one: invariance verdicts and the common T only."),
+    show_all: bool = typer.Option(False, "--all", help="List SAME rows too, not only the changes."),
+    markdown: bool = typer.Option(False, "--markdown", help="Markdown on stdout, for a PR comment or a CI summary."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout, nothing else."),
+) -> None:
+    if markdown and as_json:
+        raise UserError("--markdown and --json are exclusive: choose one output")
+    thresholds = resolve_thresholds(thresholds_file, latency_threshold, accuracy_threshold, accuracy_floor)
+    old_report = load_report(old)
+    new_report = load_report(new)
+    result = diff_reports(old_report, new_report, thresholds, allow_different_device, allow_quick_mismatch)
+    code = exit_code(result, fail_on)
+    sides = {"OLD": (old, old_report), "NEW": (new, new_report)}
+    if as_json:
+        sys.stdout.write(json.dumps(diff_to_json(result, sides, fail_on, code), indent=2, allow_nan=False) + "\n")
+    elif markdown:
+        sys.stdout.write(render_markdown(result, sides, fail_on, code, show_all))
+    else:
+        render_rich(result, sides, fail_on, code, show_all)
+    if code:
+        raise typer.Exit(code)
+
+
+diff_command.__doc__ = HELP
+
+
+# --- shared formatting ------------------------------------------------------------------------------
+
+
+def describe_report(label: str, report: Report) -> str:
+    commit = report.tool.commit if report.tool and report.tool.commit else report.rl_kernel_commit
+    dirty = report.tool.dirty if report.tool else report.tracked_tree_dirty
+    parts = [report.kind]
+    if commit:
+        parts.append(f"commit {commit[:10]}{' (dirty)' if dirty else ''}")
+    parts.append(report.environment.gpu or report.device or report.environment.device or "unknown device")
+    if report.quick:
+        parts.append("quick")
+    return f"{label} ({', '.join(parts)})"
+
+
+def format_value(metric: str, value: Value) -> str:
+    if value is None:
+        return "—"
+    if metric == INVARIANCE_METRIC:
+        return "invariant" if value else "NOT invariant"
+    if isinstance(value, str):
+        return value
+    if metric in LATENCY_METRICS:
+        return f"{value:.1f} µs" if value < 1000 else f"{value / 1000:.4g} ms"
+    if isinstance(value, float):
+        return "0" if value == 0 else f"{value:.3e}"
+    return str(value)
+
+
+def format_change(row: Row) -> str:
+    return "" if row.change is None else f"{row.change:+.1%}"
+
+
+def format_t(row: Row) -> str:
+    return "" if row.t is None else str(row.t)
+
+
+def headline(result: ReportDiff, fail_on: FailOn, code: int) -> str:
+    if not result.comparable:
+        return "not comparable: " + "; ".join(result.not_comparable)
+    regressions = len(result.regressions)
+    counts = result.verdict_counts()
+    tally = ", ".join(f"{counts[v.value]} {v.value}" for v in VERDICT_ORDER if counts[v.value])
+    if regressions:
+        what = f"{regressions} regression{'s' if regressions != 1 else ''}"
+    elif result.changes:
+        what = "no regression"
+    else:
+        what = "no change"
+    ignored = " (ignored: --fail-on never)" if regressions and fail_on is FailOn.never else ""
+    return f"{what}{ignored}; {len(result.rows)} compared: {tally or 'nothing'}"
+
+
+def summary_rows(result: ReportDiff) -> list[tuple[str, str, str, dict[str, int], Verdict]]:
+    """Per (mode, candidate): invariance old → new, verdict counts, and the worst verdict."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in result.rows:
+        groups.setdefault((row.mode, row.candidate), []).append(row)
+    out = []
+    for (mode, candidate), rows in groups.items():
+        counts = {v.value: 0 for v in Verdict}
+        for row in rows:
+            counts[row.verdict.value] += 1
+        worst = next(v for v in VERDICT_ORDER if counts[v.value])
+        inv = next((r for r in rows if r.metric == INVARIANCE_METRIC), None)
+        avail = next((r for r in rows if r.metric == AVAILABILITY_METRIC), None)
+        if inv is not None:
+            invariance = f"{_inv_word(inv.old)} → {_inv_word(inv.new)}" if inv.old != inv.new else _inv_word(inv.new)
+        elif avail is not None:
+            invariance = f"{avail.old} → {avail.new}" if avail.old != avail.new else str(avail.new)
+        else:
+            invariance = "—"
+        out.append((mode, candidate, invariance, counts, worst))
+    return out
+
+
+def _inv_word(value: Value) -> str:
+    return "—" if value is None else ("yes" if value else "NO")
+
+
+def _metric_label(row: Row) -> str:
+    return "T measured" if row.metric == POINT_METRIC else row.metric
+
+
+# --- rich -------------------------------------------------------------------------------------------
+
+
+def render_rich(result: ReportDiff, sides: dict[str, tuple[str, Report]], fail_on: FailOn, code: int,
+                show_all: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    console = Console(width=width, highlight=False)
+    for label, (arg, report) in sides.items():
+        console.print(f"[bold]{label}[/]: {escape(describe_report(arg, report))}")
+    t = result.thresholds
+    console.print(f"thresholds: latency {t.latency:.0%} (and quartiles apart), accuracy {t.accuracy:.0%} "
+                  f"(floor {t.accuracy_floor:g}); fail on {fail_on.value}")
+
+    if result.config:
+        table = Table(title="Configuration differences", title_justify="left")
+        for col in ("field", "OLD", "NEW", "note"):
+            table.add_column(col)
+        for d in result.config:
+            note = Text.assemble(("not comparable " if d.blocks else "", "bold red"), d.note)
+            table.add_row(Text(d.field), Text(_cfg(d.old)), Text(_cfg(d.new)), note)
+        console.print(table)
+    else:
+        console.print("configuration: identical")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+
+    if result.comparable:
+        summary = Table(title="Per candidate", title_justify="left")
+        for col in ("mode", "candidate", "invariant"):
+            summary.add_column(col)
+        shown = [v for v in VERDICT_ORDER if any(r.verdict is v for r in result.rows)]
+        for v in shown:
+            summary.add_column(v.value, justify="right")
+        summary.add_column("verdict")
+        for mode, candidate, invariance, counts, worst in summary_rows(result):
+            summary.add_row(Text(mode), Text(candidate), Text(invariance),
+                            *[str(counts[v.value] or "") for v in shown],
+                            Text(worst.value, style=VERDICT_STYLE[worst]))
+        console.print(summary)
+
+        rows = list(result.rows) if show_all else result.changes
+        if rows:
+            table = Table(title="All rows" if show_all else "Changes", title_justify="left")
+            for col, kw in (("mode", {}), ("candidate", {}), ("metric", {}), ("T", {"justify": "right"}),
+                            ("OLD", {"justify": "right"}), ("NEW", {"justify": "right"}),
+                            ("change", {"justify": "right"}), ("verdict", {}), ("note", {"overflow": "fold"})):
+                table.add_column(col, **kw)
+            for row in rows:
+                table.add_row(Text(row.mode), Text(row.candidate), Text(_metric_label(row)), format_t(row),
+                              Text(format_value(row.metric, row.old)), Text(format_value(row.metric, row.new)),
+                              format_change(row), Text(row.verdict.value, style=VERDICT_STYLE[row.verdict]),
+                              Text(row.note))
+            console.print(table)
+
+    style = "bold red" if code else "bold green"
+    console.print(Text(f"{headline(result, fail_on, code)} → exit {code}", style=style))
+
+
+def _cfg(value: Value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+# --- markdown ---------------------------------------------------------------------------------------
+
+
+def _md(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _md_verdict(v: Verdict) -> str:
+    return f"**{v.value}**" if v in REGRESSION_VERDICTS else v.value
+
+
+def render_markdown(result: ReportDiff, sides: dict[str, tuple[str, Report]], fail_on: FailOn, code: int,
+                    show_all: bool) -> str:
+    mark = "❌" if code == 1 else ("⚠️" if code == 3 else "✅")
+    out = [f"## adaln-bench diff {mark} {_md(headline(result, fail_on, code))} (exit {code})", ""]
+    for label, (arg, report) in sides.items():
+        out.append(f"- **{label}**: `{arg}` ({_md(describe_report('', report).strip(' ()'))})")
+    t = result.thresholds
+    out += [f"- thresholds: latency {t.latency:.0%} and quartiles apart; accuracy {t.accuracy:.0%}, "
+            f"floor {t.accuracy_floor:g}; fail on {fail_on.value}", ""]
+
+    out.append("### Configuration differences")
+    out.append("")
+    if result.config:
+        out += _md_table(["field", "OLD", "NEW", "note"],
+                         [[d.field, _cfg(d.old), _cfg(d.new),
+                           ("**not comparable** " if d.blocks else "") + d.note] for d in result.config])
+    else:
+        out.append("None: same GPU, software and settings.")
+    out.append("")
+    for note in result.notes:
+        out += [f"> {note}", ""]
+    if not result.comparable:
+        out += ["### Not comparable", ""] + [f"- {reason}" for reason in result.not_comparable] + [""]
+        return "\n".join(out)
+
+    rows = list(result.rows) if show_all else result.changes
+    out += ["### All rows" if show_all else "### Changes", ""]
+    if rows:
+        out += _md_table(
+            ["mode", "candidate", "metric", "T", "OLD", "NEW", "change", "verdict", "note"],
+            [[r.mode, r.candidate, _metric_label(r), format_t(r), format_value(r.metric, r.old),
+              format_value(r.metric, r.new), format_change(r), _md_verdict(r.verdict), r.note] for r in rows])
+    else:
+        out.append("Every row is SAME.")
+    out.append("")
+
+    shown = [v for v in VERDICT_ORDER if any(r.verdict is v for r in result.rows)]
+    out += ["<details><summary>Per candidate</summary>", ""]
+    out += _md_table(["mode", "candidate", "invariant", *[v.value for v in shown], "verdict"],
+                     [[m, c, inv, *[str(counts[v.value] or "") for v in shown], _md_verdict(worst)]
+                      for m, c, inv, counts, worst in summary_rows(result)])
+    out += ["", "</details>", ""]
+    return "\n".join(out)
+
+
+# --- json -------------------------------------------------------------------------------------------
+
+
+def _side_json(arg: str, report: Report) -> dict:
+    commit = report.tool.commit if report.tool and report.tool.commit else report.rl_kernel_commit
+    return {"source": arg, "kind": report.kind, "commit": commit, "gpu": report.environment.gpu,
+            "quick": report.quick}
+
+
+def _row_json(row: Row) -> dict:
+    data = asdict(row)
+    data["verdict"] = row.verdict.value
+    data["regression"] = row.regression
+    return data
+
+
+def diff_to_json(result: ReportDiff, sides: dict[str, tuple[str, Report]], fail_on: FailOn, code: int) -> dict:
+    return {
+        "old": _side_json(*sides["OLD"]),
+        "new": _side_json(*sides["NEW"]),
+        "thresholds": thresholds_as_dict(result.thresholds),
+        "fail_on": fail_on.value,
+        "comparable": result.comparable,
+        "not_comparable": list(result.not_comparable),
+        "invariance_counts_compared": result.invariance_counts_compared,
+        "config": [asdict(d) for d in result.config],
+        "notes": list(result.notes),
+        "counts": result.verdict_counts(),
+        "regressions": len(result.regressions),
+        "rows": [_row_json(row) for row in result.rows],
+        "exit_code": code,
+    }

@@ -1,0 +1,536 @@
+"""The diff engine: two reports and thresholds in, typed verdicts out. Pure: no I/O, no printing.
+
+A verdict is given per (mode, candidate, metric[, T]):
+
+- batch invariance: invariant → not invariant is WORSE with zero tolerance; the reverse is BETTER;
+  counts that move while the candidate stays not invariant are AMBIGUOUS (shown, not a regression).
+- errors against FP64: WORSE or BETTER when the change exceeds both the relative threshold and the floor.
+- latency: WORSE or BETTER only when the medians differ by more than the threshold and the quartile
+  ranges [q1, q3] do not overlap; beyond the threshold with overlapping quartiles is AMBIGUOUS. A side
+  without a distribution (RL-Kernel's reference report has none) is judged on the medians alone.
+- a candidate or metric that had a result and has none now is MISSING; one that is new is NEW.
+
+WORSE and MISSING are regressions. Reports from different devices, of different shapes, or one quick
+and one full, are not comparable: `ReportDiff.not_comparable` says why and no metric is compared.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterable, Optional, Union
+
+from adaln_bench.reports.schema import (
+    AccuracyLatency,
+    BatchInvariance,
+    CandidateEntry,
+    CandidateResult,
+    CandidateUnavailable,
+    Distribution,
+    Report,
+)
+from adaln_bench.reports.thresholds import Thresholds
+
+Value = Union[bool, int, float, str, None]
+
+
+class Verdict(str, Enum):
+    SAME = "SAME"
+    BETTER = "BETTER"
+    WORSE = "WORSE"
+    AMBIGUOUS = "AMBIGUOUS"
+    MISSING = "MISSING"
+    NEW = "NEW"
+
+
+REGRESSION_VERDICTS = frozenset({Verdict.WORSE, Verdict.MISSING})
+
+
+class FailOn(str, Enum):
+    regression = "regression"
+    any_change = "any-change"
+    never = "never"
+
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOT_COMPARABLE = 3
+
+ERROR_METRICS = ("fwd_rel_err", "grad_rel_err.temb", "grad_rel_err.w", "grad_rel_err.b")
+LATENCY_METRICS = ("fwd_us", "fwd_bwd_us")
+INVARIANCE_METRIC = "batch_invariant"
+AVAILABILITY_METRIC = "availability"
+POINT_METRIC = "accuracy_latency"  # a whole T that appeared or disappeared
+
+
+@dataclass(frozen=True)
+class ConfigDifference:
+    """One configuration field that differs; `blocks` when it makes the reports not comparable."""
+
+    field: str
+    old: Value
+    new: Value
+    blocks: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ProbeCount:
+    """One count of one batch-invariance probe, on both sides. `total` is what it counts out of."""
+
+    probe: str  # all_rows, full_vs_sub_batches, batch_size_sweep, params_repeatable
+    what: str  # e.g. "n=257 rowgrad_differ"
+    old: Value
+    new: Value
+    total: Optional[int] = None
+
+    def describe(self) -> str:
+        of = f" of {self.total}" if self.total is not None else ""
+        label = f"{self.probe} {self.what}".strip()
+        if self.old == self.new:
+            return f"{label} {_fmt_count(self.new)}{of}"
+        return f"{label} {_fmt_count(self.old)} → {_fmt_count(self.new)}{of}"
+
+
+@dataclass(frozen=True)
+class Row:
+    mode: str
+    candidate: str
+    metric: str
+    t: Optional[int]
+    old: Value
+    new: Value
+    verdict: Verdict
+    change: Optional[float] = None  # (new - old) / old where that is defined
+    note: str = ""
+    probes: tuple[ProbeCount, ...] = ()
+
+    @property
+    def regression(self) -> bool:
+        return self.verdict in REGRESSION_VERDICTS
+
+
+@dataclass(frozen=True)
+class ReportDiff:
+    thresholds: Thresholds
+    config: tuple[ConfigDifference, ...]
+    not_comparable: tuple[str, ...]
+    rows: tuple[Row, ...]
+    # False when one report is quick and the other full (allowed): probe counts are then not compared.
+    invariance_counts_compared: bool = True
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def comparable(self) -> bool:
+        return not self.not_comparable
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [row for row in self.rows if row.regression]
+
+    @property
+    def changes(self) -> list[Row]:
+        return [row for row in self.rows if row.verdict is not Verdict.SAME]
+
+    def verdict_counts(self) -> dict[str, int]:
+        counts = {v.value: 0 for v in Verdict}
+        for row in self.rows:
+            counts[row.verdict.value] += 1
+        return counts
+
+
+def exit_code(diff: ReportDiff, fail_on: FailOn = FailOn.regression) -> int:
+    """0 no regression, 1 regression (or any change, with --fail-on any-change), 3 not comparable."""
+    if not diff.comparable:
+        return EXIT_NOT_COMPARABLE
+    if fail_on is FailOn.never:
+        return EXIT_OK
+    failing = diff.changes if fail_on is FailOn.any_change else diff.regressions
+    return EXIT_REGRESSION if failing else EXIT_OK
+
+
+# --- configuration ----------------------------------------------------------------------------------
+
+
+def device_kind(report: Report) -> Optional[str]:
+    """cuda or cpu. RL-Kernel's reference report names no device but a GPU: it ran on CUDA."""
+    kind = report.device or report.environment.device
+    if kind is None and report.environment.gpu:
+        kind = "cuda"
+    return kind
+
+
+def _shape_text(report: Report) -> Optional[str]:
+    s = report.shape
+    if s is None:
+        return None
+    preset = f" ({s.preset})" if s.preset else ""
+    return f"D={s.dim} H={s.hidden} M={s.modalities} N={s.out_features}{preset}"
+
+
+def _shape_key(report: Report) -> Optional[tuple[int, int, int, int]]:
+    s = report.shape
+    return None if s is None else (s.dim, s.hidden, s.modalities, s.out_features)
+
+
+def _env_text(mapping: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(mapping.items())) or "(none)"
+
+
+def compare_configuration(
+    old: Report, new: Report, allow_different_device: bool, allow_quick_mismatch: bool
+) -> tuple[list[ConfigDifference], list[str]]:
+    """Every configuration field that differs, and the reasons (if any) the reports are not comparable."""
+    diffs: list[ConfigDifference] = []
+    blockers: list[str] = []
+    eo, en = old.environment, new.environment
+
+    def add(name: str, a: Value, b: Value, blocks: bool = False, note: str = "") -> None:
+        if a != b:
+            diffs.append(ConfigDifference(name, a, b, blocks, note))
+
+    kind_old, kind_new = device_kind(old), device_kind(new)
+    device_differs = kind_old != kind_new or (eo.gpu or None) != (en.gpu or None)
+    device_blocks = device_differs and not allow_different_device
+    add("device", kind_old, kind_new, device_blocks and kind_old != kind_new)
+    add("gpu", eo.gpu, en.gpu, device_blocks and eo.gpu != en.gpu,
+        "allowed by --allow-different-device" if device_differs and allow_different_device else "")
+    if device_blocks:
+        blockers.append(
+            f"different devices: OLD ran on {eo.gpu or kind_old or 'an unknown device'}, "
+            f"NEW on {en.gpu or kind_new or 'an unknown device'} (--allow-different-device to compare anyway)"
+        )
+    cap = lambda c: None if c is None else ".".join(str(x) for x in c)  # noqa: E731
+    add("capability", cap(eo.capability), cap(en.capability))
+    add("torch", eo.torch, en.torch)
+    add("cuda", eo.cuda, en.cuda)
+    add("python", eo.python, en.python)
+    add("tf32", eo.tf32, en.tf32)
+    for lib in _ordered_union(eo.libraries, en.libraries):
+        a, b = eo.libraries.get(lib), en.libraries.get(lib)
+        if a != b:
+            note = "" if lib in eo.libraries and lib in en.libraries else (
+                "not recorded in OLD" if lib not in eo.libraries else "not recorded in NEW")
+            add(f"libraries.{lib}", a, b, note=note)
+    add("megatron_source_commit", eo.megatron_source_commit, en.megatron_source_commit)
+    for mode in _ordered_union(eo.mode_environment, en.mode_environment):
+        a, b = eo.mode_environment.get(mode), en.mode_environment.get(mode)
+        if a != b:
+            add(f"mode_environment.{mode}", None if a is None else _env_text(a),
+                None if b is None else _env_text(b))
+
+    quick_blocks = old.quick != new.quick and not allow_quick_mismatch
+    add("quick", old.quick, new.quick, quick_blocks,
+        "allowed by --allow-quick-mismatch: probe counts not compared" if old.quick != new.quick
+        and allow_quick_mismatch else "")
+    if quick_blocks:
+        blockers.append(
+            f"one quick and one full report (OLD quick={str(old.quick).lower()}, NEW quick="
+            f"{str(new.quick).lower()}): their invariance probes use different sizes "
+            "(--allow-quick-mismatch to compare the invariance verdicts and the common T only)"
+        )
+
+    shape_old, shape_new = _shape_key(old), _shape_key(new)
+    shape_blocks = shape_old is not None and shape_new is not None and shape_old != shape_new
+    if _shape_text(old) != _shape_text(new):
+        note = "" if shape_old is not None and shape_new is not None else (
+            f"not recorded in {'OLD' if shape_old is None else 'NEW'}")
+        add("shape", _shape_text(old), _shape_text(new), shape_blocks, note)
+    if shape_blocks:
+        blockers.append(f"different shapes: OLD {_shape_text(old)}, NEW {_shape_text(new)}")
+
+    add("kind", old.kind, new.kind)
+    add("op", old.op, new.op, old.op != new.op)
+    if old.op != new.op:
+        blockers.append(f"different operators: OLD {old.op}, NEW {new.op}")
+    add("incomplete", bool(old.incomplete), bool(new.incomplete),
+        note="the run was cut short; what it did not reach shows as MISSING" if new.incomplete else "")
+    return diffs, blockers
+
+
+# --- batch invariance -------------------------------------------------------------------------------
+
+
+def _probe_counts(old: BatchInvariance, new: BatchInvariance) -> list[ProbeCount]:
+    """Every count of every probe, old beside new, in the order the spec lists the probes."""
+    counts: list[ProbeCount] = []
+    for n in sorted(set(old.all_rows) | set(new.all_rows), key=_int_key):
+        a, b = old.all_rows.get(n), new.all_rows.get(n)
+        total = b.rows if b is not None else (a.rows if a is not None else None)
+        for what in ("fwd_differ", "rowgrad_differ"):
+            counts.append(ProbeCount("all_rows", f"n={n} {what}",
+                                     None if a is None else getattr(a, what),
+                                     None if b is None else getattr(b, what), total))
+    counts.append(ProbeCount("params_repeatable", "", old.params_repeatable, new.params_repeatable))
+    so, sn = old.full_vs_sub_batches, new.full_vs_sub_batches
+    for what in ("fwd_differ", "rowgrad_differ"):
+        counts.append(ProbeCount("full_vs_sub_batches", what, getattr(so, what), getattr(sn, what),
+                                 sn.sub_batches))
+    wo, wn = old.batch_size_sweep, new.batch_size_sweep
+    counts.append(ProbeCount("batch_size_sweep", "differ", wo.differ, wn.differ, wn.comparisons))
+    return counts
+
+
+def _failing(count: ProbeCount, side: str) -> bool:
+    value = count.new if side == "new" else count.old
+    if count.probe == "params_repeatable":
+        return value is False
+    return isinstance(value, int) and value > 0
+
+
+def compare_invariance(
+    mode: str, candidate: str, old: Optional[BatchInvariance], new: Optional[BatchInvariance],
+    counts_comparable: bool, new_is_quick: bool,
+) -> Optional[Row]:
+    if old is None and new is None:
+        return None
+    if new is None:
+        return Row(mode, candidate, INVARIANCE_METRIC, None, old.batch_invariant, None, Verdict.MISSING,
+                   note="NEW has no batch-invariance result")
+    if old is None:
+        return Row(mode, candidate, INVARIANCE_METRIC, None, None, new.batch_invariant, Verdict.NEW,
+                   note="OLD had no batch-invariance result")
+    counts = _probe_counts(old, new)
+    was, now = old.batch_invariant, new.batch_invariant
+    if was and not now:
+        failing = tuple(c for c in counts if _failing(c, "new"))
+        return Row(mode, candidate, INVARIANCE_METRIC, None, True, False, Verdict.WORSE,
+                   note="lost batch invariance: " + _join(c.describe() for c in failing),
+                   probes=failing)
+    if not was and now:
+        fixed = tuple(c for c in counts if _failing(c, "old"))
+        if new_is_quick and not counts_comparable:
+            return Row(mode, candidate, INVARIANCE_METRIC, None, False, True, Verdict.AMBIGUOUS,
+                       note="invariant in NEW's quick probes only; OLD's full probes found: "
+                       + _join(c.describe() for c in fixed), probes=fixed)
+        return Row(mode, candidate, INVARIANCE_METRIC, None, False, True, Verdict.BETTER,
+                   note="became batch-invariant; before: " + _join(c.describe() for c in fixed),
+                   probes=fixed)
+    if now:
+        return Row(mode, candidate, INVARIANCE_METRIC, None, True, True, Verdict.SAME)
+    if not counts_comparable:
+        still = tuple(c for c in counts if _failing(c, "new"))
+        return Row(mode, candidate, INVARIANCE_METRIC, None, False, False, Verdict.SAME,
+                   note="still not invariant (counts not compared: quick vs full): "
+                   + _join(f"{c.probe} {c.what}".strip() for c in still), probes=still)
+    moved = tuple(c for c in counts if c.old != c.new)
+    if moved:
+        return Row(mode, candidate, INVARIANCE_METRIC, None, False, False, Verdict.AMBIGUOUS,
+                   note="still not invariant, counts changed: " + _join(c.describe() for c in moved),
+                   probes=moved)
+    return Row(mode, candidate, INVARIANCE_METRIC, None, False, False, Verdict.SAME,
+               note="not invariant, same counts")
+
+
+# --- accuracy and latency ---------------------------------------------------------------------------
+
+
+def _metric_value(point: AccuracyLatency, metric: str) -> Optional[float]:
+    if metric.startswith("grad_rel_err."):
+        grads = point.grad_rel_err
+        return None if grads is None else getattr(grads, metric.split(".", 1)[1])
+    return getattr(point, metric)
+
+
+def _relative(old: float, new: float) -> Optional[float]:
+    return (new - old) / old if old != 0 else None
+
+
+def compare_error(old: float, new: float, thresholds: Thresholds) -> tuple[Verdict, Optional[float], str]:
+    """Lower is better. A change counts only beyond both the relative threshold and the absolute floor."""
+    change = _relative(old, new)
+    delta = abs(new - old)
+    if delta <= thresholds.accuracy_floor:
+        note = "" if delta == 0 else f"within the floor {thresholds.accuracy_floor:g}"
+        return Verdict.SAME, change, note
+    if old != 0 and delta <= thresholds.accuracy * abs(old):
+        return Verdict.SAME, change, f"within {thresholds.accuracy:.0%}"
+    return (Verdict.WORSE if new > old else Verdict.BETTER), change, ""
+
+
+def _iqr_text(d: Distribution) -> str:
+    return f"[{d.q1:.4g}, {d.q3:.4g}]"
+
+
+def compare_latency(
+    old: float, new: float, old_dist: Optional[Distribution], new_dist: Optional[Distribution],
+    thresholds: Thresholds,
+) -> tuple[Verdict, Optional[float], str]:
+    """Lower is better. A change counts when the medians move beyond the threshold and the IQRs part."""
+    change = _relative(old, new)
+    if old == new:
+        return Verdict.SAME, change, ""
+    if change is not None and abs(change) <= thresholds.latency:
+        return Verdict.SAME, change, f"within {thresholds.latency:.0%}"
+    direction = Verdict.WORSE if new > old else Verdict.BETTER
+    if old_dist is None or new_dist is None:
+        lacking = " and ".join(side for side, d in (("OLD", old_dist), ("NEW", new_dist)) if d is None)
+        return direction, change, f"medians only: no quartiles in {lacking}"
+    overlap = new_dist.q1 <= old_dist.q3 and old_dist.q1 <= new_dist.q3
+    if overlap:
+        return (Verdict.AMBIGUOUS, change,
+                f"{'slower' if direction is Verdict.WORSE else 'faster'} beyond {thresholds.latency:.0%}"
+                f" but quartiles overlap: OLD {_iqr_text(old_dist)}, NEW {_iqr_text(new_dist)}")
+    return direction, change, f"quartiles apart: OLD {_iqr_text(old_dist)}, NEW {_iqr_text(new_dist)}"
+
+
+def _compare_point(
+    mode: str, candidate: str, t: int, old: AccuracyLatency, new: AccuracyLatency, thresholds: Thresholds,
+) -> list[Row]:
+    rows: list[Row] = []
+    for metric in ERROR_METRICS + LATENCY_METRICS:
+        a, b = _metric_value(old, metric), _metric_value(new, metric)
+        if a is None and b is None:
+            continue
+        if b is None:
+            rows.append(Row(mode, candidate, metric, t, a, None, Verdict.MISSING, note="no value in NEW"))
+            continue
+        if a is None:
+            rows.append(Row(mode, candidate, metric, t, None, b, Verdict.NEW, note="no value in OLD"))
+            continue
+        if metric in LATENCY_METRICS:
+            dist = metric + "_dist"
+            verdict, change, note = compare_latency(a, b, getattr(old, dist), getattr(new, dist), thresholds)
+        else:
+            verdict, change, note = compare_error(a, b, thresholds)
+        rows.append(Row(mode, candidate, metric, t, a, b, verdict, change, note))
+    return rows
+
+
+def _sort_metric_rows(rows: list[Row]) -> list[Row]:
+    order = {m: i for i, m in enumerate((POINT_METRIC,) + ERROR_METRICS + LATENCY_METRICS)}
+    return sorted(rows, key=lambda r: (order.get(r.metric, -1), r.t if r.t is not None else -1))
+
+
+def compare_results(
+    mode: str, candidate: str, old: CandidateResult, new: CandidateResult, thresholds: Thresholds,
+    counts_comparable: bool, new_is_quick: bool,
+) -> list[Row]:
+    rows: list[Row] = []
+    inv = compare_invariance(mode, candidate, old.batch_invariance, new.batch_invariance,
+                             counts_comparable, new_is_quick)
+    if inv is not None:
+        rows.append(inv)
+    point_rows: list[Row] = []
+    for key in _ordered_union(old.accuracy_latency, new.accuracy_latency, key=_int_key):
+        a, b = old.accuracy_latency.get(key), new.accuracy_latency.get(key)
+        t = _int_key(key)
+        if a is not None and b is not None:
+            point_rows.extend(_compare_point(mode, candidate, t, a, b, thresholds))
+        elif not counts_comparable:
+            continue  # quick runs measure fewer T: a T on one side only is expected, not a change
+        elif b is None:
+            point_rows.append(Row(mode, candidate, POINT_METRIC, t, "measured", None, Verdict.MISSING,
+                                  note=f"T={t} not measured in NEW"))
+        else:
+            point_rows.append(Row(mode, candidate, POINT_METRIC, t, None, "measured", Verdict.NEW,
+                                  note=f"T={t} not measured in OLD"))
+    rows.extend(_sort_metric_rows(point_rows))
+    return rows
+
+
+# --- candidates and modes ---------------------------------------------------------------------------
+
+
+def _entry_summary(entry: CandidateResult) -> str:
+    inv = entry.batch_invariance
+    inv_text = "invariance not probed" if inv is None else (
+        "batch-invariant" if inv.batch_invariant else "not batch-invariant")
+    return f"{entry.source}; {inv_text}; {len(entry.accuracy_latency)} T measured"
+
+
+def _reason(entry: CandidateUnavailable) -> str:
+    status = f"{entry.status}: " if entry.status and entry.status != "unavailable" else ""
+    return status + entry.unavailable
+
+
+def compare_candidate(
+    mode: str, candidate: str, old: Optional[CandidateEntry], new: Optional[CandidateEntry],
+    thresholds: Thresholds, counts_comparable: bool, new_is_quick: bool,
+) -> list[Row]:
+    def availability(verdict: Verdict, a: Value, b: Value, note: str) -> list[Row]:
+        return [Row(mode, candidate, AVAILABILITY_METRIC, None, a, b, verdict, note=note)]
+
+    old_ok, new_ok = isinstance(old, CandidateResult), isinstance(new, CandidateResult)
+    if old_ok and new_ok:
+        return compare_results(mode, candidate, old, new, thresholds, counts_comparable, new_is_quick)
+    if old_ok:
+        if new is None:
+            return availability(Verdict.MISSING, "available", "absent", "no longer in the report")
+        return availability(Verdict.MISSING, "available", "unavailable", _reason(new))
+    if new_ok:
+        was = "absent" if old is None else "unavailable"
+        why = "" if old is None else f" (was: {_reason(old)})"
+        return availability(Verdict.NEW, was, "available", _entry_summary(new) + why)
+    # Neither side has a result: nothing was lost. Say so, with the reasons.
+    a = "absent" if old is None else "unavailable"
+    b = "absent" if new is None else "unavailable"
+    reasons = []
+    if old is not None:
+        reasons.append(f"OLD: {_reason(old)}")
+    if new is not None and (old is None or _reason(new) != _reason(old)):
+        reasons.append(f"NEW: {_reason(new)}")
+    return availability(Verdict.SAME, a, b, "; ".join(reasons))
+
+
+def diff_reports(
+    old: Report,
+    new: Report,
+    thresholds: Thresholds = Thresholds(),
+    allow_different_device: bool = False,
+    allow_quick_mismatch: bool = False,
+) -> ReportDiff:
+    config, blockers = compare_configuration(old, new, allow_different_device, allow_quick_mismatch)
+    counts_comparable = old.quick == new.quick
+    notes: list[str] = []
+    if not counts_comparable and not blockers:
+        notes.append("one quick and one full report: probe counts and T measured on one side only are "
+                     "not compared")
+    if blockers:
+        return ReportDiff(thresholds, tuple(config), tuple(blockers), (), counts_comparable, tuple(notes))
+    rows: list[Row] = []
+    for mode in _ordered_union(old.results, new.results):
+        old_mode, new_mode = old.results.get(mode, {}), new.results.get(mode, {})
+        for candidate in _ordered_union(old_mode, new_mode):
+            a, b = old_mode.get(candidate), new_mode.get(candidate)
+            if mode not in new.results and isinstance(a, CandidateResult):
+                rows.append(Row(mode, candidate, AVAILABILITY_METRIC, None, "available", "absent",
+                                Verdict.MISSING, note=f"mode {mode} is not in NEW" + _mode_reason(new, mode)))
+                continue
+            rows.extend(compare_candidate(mode, candidate, a, b, thresholds, counts_comparable, new.quick))
+    return ReportDiff(thresholds, tuple(config), (), tuple(rows), counts_comparable, tuple(notes))
+
+
+def _mode_reason(report: Report, mode: str) -> str:
+    run = (report.modes or {}).get(mode)
+    if run is None or run.status == "ok":
+        return ""
+    return f" ({run.status}{': ' + run.reason if run.reason else ''})"
+
+
+# --- small helpers ----------------------------------------------------------------------------------
+
+
+def _int_key(key: str) -> int:
+    try:
+        return int(key)
+    except ValueError:
+        return -1
+
+
+def _ordered_union(a: Iterable[str], b: Iterable[str], key=None) -> list[str]:
+    """Keys of a in their order, then those only in b; sorted by `key` when one is given."""
+    seen = list(dict.fromkeys([*a, *b]))
+    return sorted(seen, key=key) if key is not None else seen
+
+
+def _fmt_count(value: Value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _join(parts: Iterable[str]) -> str:
+    return "; ".join(parts) or "(no probe count changed)"

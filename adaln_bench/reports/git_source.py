@@ -1,0 +1,77 @@
+"""Where a report comes from on the command line: a file, or `REV:path` read from git with `git show`.
+
+An existing file wins over the git reading, so a file whose name holds a colon still reads as a file.
+`path` is git's: from the repository root, or `./path` from the current directory.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from adaln_bench.errors import UserError
+from adaln_bench.reports.io import parse_report, read_report
+from adaln_bench.reports.schema import Report
+
+
+@dataclass(frozen=True)
+class ReportSource:
+    """What the user named: a file path, or a revision and a path inside the repository."""
+
+    text: str
+    path: str
+    rev: Optional[str] = None
+
+    @property
+    def is_git(self) -> bool:
+        return self.rev is not None
+
+
+def parse_source(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> ReportSource:
+    if not text:
+        raise UserError("an empty report argument: name a file or REV:path")
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    if (base / text).exists() or ":" not in text:
+        return ReportSource(text, text)
+    rev, _, path = text.partition(":")
+    if not rev or not path:
+        raise UserError(f"{text}: expected a file or REV:path (both parts non-empty)")
+    if rev.startswith("-"):
+        raise UserError(f"{text}: a revision cannot start with '-'")
+    return ReportSource(text, path, rev)
+
+
+def git_show(rev: str, path: str, cwd: Optional[str | os.PathLike[str]] = None) -> str:
+    """The text of `path` at `rev` in the repository around `cwd`; a bad rev or path is a UserError."""
+    spec = f"{rev}:{path}"
+    try:
+        proc = subprocess.run(
+            ["git", "show", spec], cwd=cwd, capture_output=True, timeout=60, check=False,
+        )
+    except FileNotFoundError:
+        raise UserError(f"{spec}: reading a report from git needs the git command, and it is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise UserError(f"{spec}: git show did not answer within 60 s") from None
+    if proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        first = message[0] if message else f"git show exited with {proc.returncode}"
+        raise UserError(f"{spec}: {first.removeprefix('fatal: ')}")
+    try:
+        return proc.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{spec}: not UTF-8 text, so not a report") from None
+
+
+def load_report(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Report:
+    """Read the report a command-line argument names: a file, or REV:path from git."""
+    source = parse_source(text, cwd)
+    if source.is_git:
+        return parse_report(git_show(source.rev, source.path, cwd), source.text)
+    path = Path(source.path)
+    if cwd is not None and not path.is_absolute():
+        path = Path(cwd) / path
+    if path.is_dir():
+        raise UserError(f"{source.text}: is a directory, not a report file")
+    return read_report(path)
