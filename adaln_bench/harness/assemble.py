@@ -32,8 +32,7 @@ def assemble_report(modes: list[Mode], outcomes: dict[str, ModeOutcome], shape: 
     env.mode_environment = {m.name: dict(m.env) for m in modes}
     megatron = next((o.child.environment.megatron_source_commit for o in outcomes.values()
                      if o.child and o.child.environment and o.child.environment.megatron_source_commit), None)
-    if megatron:
-        env.megatron_source_commit = megatron
+    env.megatron_source_commit = megatron  # always written: the reference report has the key
     ordered = [m.name for m in modes if m.name in outcomes]
     incomplete = any(outcomes[name].run.status == "interrupted" for name in ordered) or len(ordered) < len(modes)
     return Report(

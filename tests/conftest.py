@@ -1,0 +1,40 @@
+"""Shared test fixtures. GPU tests are marked `gpu` and skipped where CUDA is not available."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "results" / "b200" / "adaln_projection.b200.prior-art.json"
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def reference_path() -> Path:
+    return REFERENCE
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path | None = None):
+    """The CLI as a user runs it: a separate process, its exit code, stdout and stderr."""
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "adaln_bench", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=cwd or ROOT)

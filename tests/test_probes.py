@@ -1,0 +1,93 @@
+"""The probes on fake candidates whose batch dependence is known, so every count can be derived by hand."""
+import torch
+
+from adaln_bench.harness import plan as P
+from adaln_bench.harness.probes import RunOutput, probe_batch_invariance
+
+
+class FakeRunner:
+    """Row r of batch (seed, n) is [seed, r], plus 0.5 when the batch has at least `fwd_from` rows
+    (a reduction split chosen by batch size); d_temb likewise with `grad_from`."""
+
+    def __init__(self, fwd_from=None, grad_from=None, repeatable=True):
+        self.fwd_from, self.grad_from, self.repeatable = fwd_from, grad_from, repeatable
+        self.calls = 0
+
+    def __call__(self, seed, n, rows):
+        rows = list(rows)
+        self.calls += 1
+        base = torch.tensor([[float(seed), float(r)] for r in rows])
+        bump = lambda threshold: 0.5 if threshold is not None and len(rows) >= threshold else 0.0
+        out = base.clone()
+        out[:, 1] += bump(self.fwd_from)
+        grad = base.clone()
+        grad[:, 1] += bump(self.grad_from)
+        dw = torch.tensor([0.0 if self.repeatable else float(self.calls)])
+        return RunOutput(out, grad, dw, torch.zeros(1))
+
+
+def test_invariant_candidate_passes_with_exact_structure():
+    bi = probe_batch_invariance(FakeRunner(), P.FULL)
+    assert bi.batch_invariant and bi.params_repeatable
+    assert {n: (c.rows, c.fwd_differ, c.rowgrad_differ) for n, c in bi.all_rows.items()} == {
+        "64": (192, 0, 0), "257": (771, 0, 0), "2048": (6144, 0, 0)}
+    assert bi.full_vs_sub_batches.sub_batches == 2060
+    assert bi.batch_size_sweep.comparisons == 2256 and bi.batch_size_sweep.differ == 0
+    assert bi.batch_size_sweep.first_failures == []
+
+
+def test_batch_size_split_is_caught_with_exact_counts():
+    bi = probe_batch_invariance(FakeRunner(fwd_from=8, grad_from=1024), P.FULL)
+    assert not bi.batch_invariant
+    # Every full batch has >= 8 rows, every row alone has one: all differ in fwd; d_temb only at n = 2048.
+    assert {n: (c.fwd_differ, c.rowgrad_differ) for n, c in bi.all_rows.items()} == {
+        "64": (192, 0), "257": (771, 0), "2048": (6144, 6144)}
+    subs = bi.full_vs_sub_batches
+    # Sub-batches of 1 and 7 rows (512 each per seed) differ from the 4096-row batch; 1024 and 2048 do not.
+    assert (subs.sub_batches, subs.fwd_differ, subs.rowgrad_differ) == (2060, 2048, 2048)
+    sweep = bi.batch_size_sweep
+    # Per probe row: 93 placements, of which those in batches of 1..7 rows (1 + 2 + 5*3 = 18) agree; the reversed batch differs.
+    assert sweep.differ == 3 * 8 * (93 - 18 + 1)
+    assert [(f.seed, f.batch, f.position, f.row) for f in sweep.first_failures] == [
+        (3, 8, 0, 0), (3, 8, 3, 0), (3, 8, 7, 0),
+        (3, 8, 0, 259), (3, 8, 3, 259), (3, 8, 7, 259),
+        (3, 8, 0, 515), (3, 8, 3, 515)]
+
+
+def test_unrepeatable_weight_gradient_fails_invariance():
+    bi = probe_batch_invariance(FakeRunner(repeatable=False), P.QUICK)
+    assert not bi.params_repeatable
+    assert not bi.batch_invariant
+    assert all(c.fwd_differ == 0 for c in bi.all_rows.values())
+
+
+def test_quick_plan_structure():
+    bi = probe_batch_invariance(FakeRunner(fwd_from=2), P.QUICK)
+    assert list(bi.all_rows) == ["17", "64"]
+    assert bi.full_vs_sub_batches.full_batch == 256
+    assert bi.full_vs_sub_batches.sub_batch_sizes == [1, 7, 64]
+    # Sub-batches of one row are the only ones smaller than 2 rows: 256 of them per seed.
+    assert bi.full_vs_sub_batches.sub_batches == 2 * (256 + 37 + 4)
+    assert bi.full_vs_sub_batches.fwd_differ == 2 * 256
+    assert bi.batch_size_sweep.comparisons == P.sweep_comparisons(64, 3)
+
+
+class PositionRunner(FakeRunner):
+    """Rows anywhere but the first position of a batch come out different (an epilogue that depends on position)."""
+
+    def __call__(self, seed, n, rows):
+        result = super().__call__(seed, n, rows)
+        result.out[1:, 1] += 0.25
+        return result
+
+
+def test_position_dependence_is_caught_including_the_reversed_batch():
+    bi = probe_batch_invariance(PositionRunner(), P.FULL)
+    assert {n: c.fwd_differ for n, c in bi.all_rows.items()} == {"64": 3 * 63, "257": 3 * 256, "2048": 3 * 2047}
+    # Every sub-batch starts at its own position 0; only those starting at row 0 line up with the full batch:
+    # per seed 511 of 512 (1 row), 511 of 512 (7 rows), 3 of 4 (1024 rows), 1 of 2 (2048 rows).
+    assert bi.full_vs_sub_batches.fwd_differ == 2 * (511 + 511 + 3 + 1)
+    # Per probe row: batch of 1 agrees, batch of 2 differs at position 1, larger ones at 2 of 3 positions;
+    # in the reversed batch only row 2047 lands at position 0.
+    assert bi.batch_size_sweep.differ == 3 * (8 * (1 + 30 * 2) + 7)
+    assert [(f.batch, f.position, f.row) for f in bi.batch_size_sweep.first_failures[:3]] == [(2, 1, 0), (2, 1, 259), (2, 1, 515)]
