@@ -1,0 +1,263 @@
+"""The framework modes against stand-in packages that have the real module paths and signatures.
+
+Each case runs in its own Python process (tests/standins/support/drive_mode.py), as the harness runs each mode:
+aten overrides and torch flags last for the whole process, so they must not leak between tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from adaln_bench.modes.registry import all_modes
+
+REPO = Path(__file__).resolve().parent.parent
+STANDINS = REPO / "tests" / "standins"
+# Not in tests/standins itself: a script's folder comes first on sys.path, and tests/standins/sglang
+# would then import as an empty namespace package called sglang.
+DRIVER = STANDINS / "support" / "drive_mode.py"
+
+# Variables a stand-in reacts to, or that the observation reports: the test decides them, not the shell.
+_CONTROLLED = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "TRITON_F32_DEFAULT")
+
+VLLM_NEW = "vllm.model_executor.determinism.batch_invariant"
+VLLM_OLD = "vllm.model_executor.layers.batch_invariant"
+SGLANG = "sglang.srt.batch_invariant_ops"
+MEGATRON = "megatron.core.transformer.custom_layers.batch_invariant_kernels"
+
+
+def child_env(mode: str, standins: list[str], extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """The environment the harness parent gives a mode's child: its own plus the mode's variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADALN_STANDIN_") and k not in _CONTROLLED}
+    paths = [str(STANDINS / name) for name in standins] + [str(STANDINS / "support"), str(REPO)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.update(all_modes()[mode].env)
+    env.update(extra or {})
+    return env
+
+
+def drive(mode: str, standins: list[str], tmp_path: Path, extra: Optional[dict[str, str]] = None,
+          megatron_src: Optional[Path] = None) -> dict:
+    log = tmp_path / "calls.jsonl"
+    env = child_env(mode, standins, {"ADALN_STANDIN_LOG": str(log), **(extra or {})})
+    argv = [sys.executable, str(DRIVER), mode] + ([str(megatron_src)] if megatron_src else [])
+    proc = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["calls"] = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return result
+
+
+# --- vLLM -------------------------------------------------------------------------------------------
+
+
+def test_vllm_recent_release_uses_determinism_module(tmp_path):
+    r = drive("vllm", ["vllm_new"], tmp_path)
+    assert r["path"] == f"{VLLM_NEW}.enable_batch_invariant_mode()"
+    assert (r["library"], r["library_version"]) == ("vllm", "0.33.0")
+    assert r["calls"] == [{"library": "vllm", "call": "enable_batch_invariant_mode", "args": {"module": VLLM_NEW}}]
+    assert not r["has_off"] and not r["has_on"]
+    obs = r["observed"]
+    assert obs["reference_mode_off"] is False  # vLLM has no switch-off: the reference runs with the mode on
+    assert obs["switch_path"] == r["path"]
+    assert obs["aten_overrides"] == ["aten::_log_softmax", "aten::mean.dim"]
+    assert obs["env_seen"] == {"CUBLAS_WORKSPACE_CONFIG": ":16:8", "CUBLASLT_WORKSPACE_SIZE": "1",
+                               "TRITON_F32_DEFAULT": None}
+    assert obs["bf16_reduced_precision_reduction"] is False
+    assert obs["fp16_reduced_precision_reduction"] is False
+
+
+def test_vllm_older_release_uses_layers_module(tmp_path):
+    r = drive("vllm", ["vllm_old"], tmp_path)
+    assert r["path"] == f"{VLLM_OLD}.enable_batch_invariant_mode()"
+    assert r["library_version"] == "0.28.0"
+    assert [c["args"]["module"] for c in r["calls"]] == [VLLM_OLD]
+    # these releases assign torch.bmm as well as overriding aten::bmm
+    assert r["observed"]["aten_overrides"] == ["aten::bmm", "aten::_log_softmax", "aten::mean.dim", "torch.bmm"]
+
+
+def test_vllm_without_batch_invariant_module_names_both_paths(tmp_path):
+    r = drive("vllm", ["vllm_011"], tmp_path)
+    assert r["error"] == "ModuleNotFoundError"
+    assert "vllm 0.11.0" in r["message"]
+    assert f"tried {VLLM_NEW} nor {VLLM_OLD}" in r["message"]
+
+
+# --- SGLang -----------------------------------------------------------------------------------------
+
+SGLANG_OVERRIDES = ["aten::mm", "aten::addmm", "aten::bmm", "aten::_log_softmax", "aten::mean.dim", "torch.bmm"]
+
+
+def test_sglang_switches_on_off_and_on_again(tmp_path):
+    r = drive("sglang", ["sglang"], tmp_path)
+    assert r["path"] == f"{SGLANG}.enable_batch_invariant_mode()"
+    assert (r["library"], r["library_version"]) == ("sglang", "0.5.23")
+    assert r["notes"]["bf16_mm_deepgemm"] == "false"
+    assert r["observed"]["aten_overrides"] == SGLANG_OVERRIDES
+    assert r["observed"]["reference_mode_off"] is True
+    assert r["overrides_after_off"] == []
+    assert r["overrides_after_on"] == SGLANG_OVERRIDES
+    assert [c["call"] for c in r["calls"]] == [
+        "enable_batch_invariant_mode", "disable_batch_invariant_mode", "enable_batch_invariant_mode"]
+
+
+def test_sglang_ieee_sets_triton_f32_default(tmp_path):
+    r = drive("sglang_ieee", ["sglang"], tmp_path)
+    assert r["observed"]["env_seen"]["TRITON_F32_DEFAULT"] == "ieee"
+    assert r["observed"]["aten_overrides"] == SGLANG_OVERRIDES
+
+
+def test_sglang_plain_mode_leaves_triton_f32_default_unset(tmp_path):
+    r = drive("sglang", ["sglang"], tmp_path)
+    assert r["observed"]["env_seen"]["TRITON_F32_DEFAULT"] is None
+
+
+def test_a_missing_dependency_inside_the_module_is_not_taken_for_a_missing_module(tmp_path):
+    r = drive("sglang", ["sglang"], tmp_path, {"ADALN_STANDIN_BROKEN_IMPORT": "sglang"})
+    assert r["error"] == "ModuleNotFoundError"
+    assert r["exc_name"] == "deep_gemm_not_installed"
+    assert "deep_gemm_not_installed" in r["message"]
+
+
+# --- Megatron ---------------------------------------------------------------------------------------
+
+MEGATRON_TRITON_OVERRIDES = ["aten::mm", "aten::addmm", "aten::_log_softmax", "aten::mean.dim"]
+
+
+@pytest.mark.parametrize("mode", ["megatron_triton", "megatron_triton_ieee"])
+def test_megatron_main_triton_passes_the_backend(tmp_path, mode):
+    r = drive(mode, ["megatron_main"], tmp_path)
+    assert r["path"] == f"{MEGATRON}.enable_batch_invariant_mode(backend='triton')"
+    assert (r["library"], r["library_version"]) == ("megatron-core", "0.18.0rc0")
+    assert r["observed"]["aten_overrides"] == MEGATRON_TRITON_OVERRIDES
+    assert r["overrides_after_off"] == [] and r["overrides_after_on"] == MEGATRON_TRITON_OVERRIDES
+    assert [(c["call"], c["args"].get("backend")) for c in r["calls"]] == [
+        ("enable_batch_invariant_mode", "triton"), ("disable_batch_invariant_mode", None),
+        ("enable_batch_invariant_mode", "triton")]
+    expected_ieee = "ieee" if mode == "megatron_triton_ieee" else None
+    assert r["observed"]["env_seen"]["TRITON_F32_DEFAULT"] == expected_ieee
+
+
+def test_megatron_main_te_native(tmp_path):
+    r = drive("megatron_te_native", ["megatron_main"], tmp_path)
+    assert r["path"] == f"{MEGATRON}.enable_batch_invariant_mode(backend='te_native')"
+    assert r["notes"]["backend"] == "te_native"
+    assert r["observed"]["env_seen"]["CUBLASLT_WORKSPACE_SIZE"] == "0"
+    assert r["observed"]["aten_overrides"] == []  # te_native overrides no aten op
+    assert r["has_off"] and r["observed"]["reference_mode_off"] is True
+    assert r["calls"][0]["args"] == {"backend": "te_native", "collective": "ordered"}
+
+
+def test_megatron_016_triton_calls_without_argument(tmp_path):
+    r = drive("megatron_triton", ["megatron_016"], tmp_path)
+    assert r["path"] == f"{MEGATRON}.enable_batch_invariant_mode()"
+    assert r["library_version"] == "0.16.1"
+    assert r["observed"]["aten_overrides"] == MEGATRON_TRITON_OVERRIDES
+    assert r["overrides_after_off"] == []
+
+
+def test_megatron_016_te_native_is_unavailable_with_the_reason(tmp_path):
+    r = drive("megatron_te_native", ["megatron_016"], tmp_path)
+    assert r["error"] == "BackendUnsupported"
+    assert "megatron-core 0.16.1" in r["message"]
+    assert "takes no backend argument (Triton only)" in r["message"]
+    assert "'te_native' needs Megatron main" in r["message"]
+    assert r["calls"] == []  # refused before anything was switched
+
+
+def _git(*args: str, cwd: Path) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_megatron_source_checkout_wins_over_installed_and_records_its_commit(tmp_path):
+    src = tmp_path / "Megatron-LM"
+    shutil.copytree(STANDINS / "megatron_main", src)
+    _git("init", "-q", cwd=src)
+    _git("add", ".", cwd=src)
+    _git("commit", "-q", "-m", "stand-in", cwd=src)
+    commit = _git("rev-parse", "--short", "HEAD", cwd=src)
+    # megatron-core 0.16 "installed" (on PYTHONPATH); the checkout must be the one imported
+    r = drive("megatron_te_native", ["megatron_016"], tmp_path, megatron_src=src)
+    assert r["path"] == f"{MEGATRON}.enable_batch_invariant_mode(backend='te_native')"
+    assert r["library_version"] == "0.18.0rc0"
+    assert r["notes"]["megatron_source_commit"] == commit
+    assert r["notes"]["megatron_source"] == str(src.resolve())
+    assert r["notes"]["module_file"].startswith(str(src.resolve()))
+
+
+def test_megatron_source_that_is_not_a_git_checkout_has_no_commit(tmp_path):
+    src = tmp_path / "megatron-copy"
+    shutil.copytree(STANDINS / "megatron_main", src)
+    r = drive("megatron_triton", [], tmp_path, megatron_src=src)
+    assert r["library_version"] == "0.18.0rc0"
+    assert "megatron_source_commit" in r["notes"] and r["notes"]["megatron_source_commit"] is None
+
+
+def test_megatron_source_without_megatron_is_refused(tmp_path):
+    empty = tmp_path / "not-megatron"
+    empty.mkdir()
+    r = drive("megatron_triton", ["megatron_016"], tmp_path, megatron_src=empty)
+    assert r["error"] == "ModuleNotFoundError"
+    assert f"--megatron-src {empty.resolve()} has no {MEGATRON}" in r["message"]
+
+
+def test_megatron_source_that_does_not_exist(tmp_path):
+    r = drive("megatron_triton", [], tmp_path, megatron_src=tmp_path / "nowhere")
+    assert r["error"] == "FileNotFoundError"
+
+
+# --- every framework mode: a missing library, a switch that raises -----------------------------------
+
+MISSING = {
+    "vllm": ("vllm", "vllm is not installed (no module named 'vllm')"),
+    "sglang": ("sglang", "sglang is not installed (no module named 'sglang')"),
+    "sglang_ieee": ("sglang", "sglang is not installed (no module named 'sglang')"),
+    "megatron_te_native": ("megatron.core", "megatron-core is not installed (no module named 'megatron.core')"),
+    "megatron_triton": ("megatron.core", "megatron-core is not installed (no module named 'megatron.core')"),
+    "megatron_triton_ieee": ("megatron.core", "megatron-core is not installed (no module named 'megatron.core')"),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(MISSING))
+def test_missing_library_raises_module_not_found_naming_it(tmp_path, mode):
+    r = drive(mode, [], tmp_path)
+    assert (r["error"], r["exc_name"], r["message"]) == ("ModuleNotFoundError", *MISSING[mode])
+
+
+RAISING = {
+    "vllm": (["vllm_new"], "vllm"),
+    "sglang": (["sglang"], "sglang"),
+    "megatron_triton": (["megatron_main"], "megatron-core"),
+    "megatron_te_native": (["megatron_main"], "megatron-core"),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(RAISING))
+def test_a_raising_switch_propagates(tmp_path, mode):
+    standins, library = RAISING[mode]
+    r = drive(mode, standins, tmp_path, {"ADALN_STANDIN_FAIL": library})
+    assert r["error"] == "StandinSwitchError"
+    assert r["message"] == f"{library} stand-in: switch-on failed as asked by ADALN_STANDIN_FAIL"
+
+
+def test_every_framework_mode_of_the_spec_is_registered():
+    modes = all_modes()
+    expected_env = {
+        "vllm": {"CUBLAS_WORKSPACE_CONFIG": ":16:8", "CUBLASLT_WORKSPACE_SIZE": "1"},
+        "sglang": {},
+        "sglang_ieee": {"TRITON_F32_DEFAULT": "ieee"},
+        "megatron_te_native": {"CUBLASLT_WORKSPACE_SIZE": "0"},
+        "megatron_triton": {},
+        "megatron_triton_ieee": {"TRITON_F32_DEFAULT": "ieee"},
+    }
+    assert {name: dict(modes[name].env) for name in expected_env} == expected_env
+    assert all(modes[name].kind == "framework" and modes[name].enable is not None for name in expected_env)
