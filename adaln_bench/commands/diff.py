@@ -92,7 +92,9 @@ def diff_command(
     else:
         render_rich(result, sides, fail_on, code, show_all)
     if code:
-        raise typer.Exit(code)
+        # SystemExit rather than typer.Exit: under standalone_mode=False click turns typer.Exit into a return
+        # value, which a caller may drop; the exit code is this command's whole answer in CI.
+        sys.exit(code)
 
 
 diff_command.__doc__ = HELP
