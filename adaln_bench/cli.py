@@ -45,7 +45,8 @@ for _name, _module, _attr in COMMANDS:
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click returns a command's typer.Exit code instead of exiting.
+        code = app(args=argv, standalone_mode=False)
     except UserError as exc:
         print(f"adaln-bench: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -64,3 +65,5 @@ def main(argv: list[str] | None = None) -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    if isinstance(code, int) and code != 0:
+        sys.exit(code)

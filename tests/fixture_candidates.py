@@ -1,0 +1,42 @@
+"""User candidates (`fixture_candidates:NAME`) that misbehave on purpose, for the runner's failure tests.
+
+Each misbehaves only in the plain mode (no CUBLASLT_WORKSPACE_SIZE in its environment) unless told
+otherwise, so a test can show that the other modes still run.
+"""
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch.nn.functional as F
+
+
+def _misbehave_here() -> bool:
+    target = os.environ.get("FIXTURE_MISBEHAVE_IN", "plain")
+    in_recipe = "CUBLASLT_WORKSPACE_SIZE" in os.environ
+    return (target == "cublaslt_ws1") == in_recipe
+
+
+def _linear(temb, w, b):
+    return F.linear(F.silu(temb).to(w.dtype), w, b)
+
+
+def crash(temb, w, b):
+    if _misbehave_here():
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return _linear(temb, w, b)
+
+
+def hang(temb, w, b):
+    if _misbehave_here():
+        marker = os.environ.get("FIXTURE_MARKER")
+        if marker:
+            Path(marker).write_text("hanging")
+        time.sleep(3600)
+    return _linear(temb, w, b)
+
+
+def raises(temb, w, b):
+    if _misbehave_here():
+        raise RuntimeError("deliberate failure inside the candidate")
+    return _linear(temb, w, b)

@@ -1,0 +1,79 @@
+"""A mode's child that crashes, hangs, fails or is interrupted gets its own status; the other modes still run."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ROOT, run_cli
+
+TESTS = Path(__file__).resolve().parent
+TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet")
+ENV = {"PYTHONPATH": str(TESTS)}
+
+
+def _run(tmp_path, candidate, *extra, env=None):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", *TINY, "--mode", "plain", "--mode", "cublaslt_ws1", "--candidate", "diffusers",
+                   "--candidate", f"fixture_candidates:{candidate}", "--out", str(out), *extra,
+                   env={**ENV, **(env or {})})
+    return proc, json.loads(out.read_text())
+
+
+def test_crash_keeps_finished_candidates_and_other_modes(tmp_path):
+    proc, report = _run(tmp_path, "crash")
+    assert proc.returncode == 0, proc.stderr
+    plain = report["modes"]["plain"]
+    assert plain["status"] == "crashed" and plain["reason"] == "killed by signal SIGSEGV"
+    assert plain["returncode"] == -signal.SIGSEGV
+    # The candidate measured before the crash is kept; the crashed one says why.
+    assert "batch_invariance" in report["results"]["plain"]["diffusers[plain]"]
+    crashed = report["results"]["plain"]["fixture_candidates:crash"]
+    assert crashed["status"] == "crashed" and "SIGSEGV" in crashed["unavailable"]
+    assert report["modes"]["cublaslt_ws1"]["status"] == "ok"
+    assert "batch_invariance" in report["results"]["cublaslt_ws1"]["fixture_candidates:crash"]
+
+
+def test_hang_past_timeout(tmp_path):
+    proc, report = _run(tmp_path, "hang", "--timeout", "25")
+    assert proc.returncode == 0, proc.stderr
+    plain = report["modes"]["plain"]
+    assert plain["status"] == "timeout" and "--timeout 25" in plain["reason"]
+    assert 25 <= plain["wall_s"] < 60
+    assert report["results"]["plain"]["fixture_candidates:hang"]["status"] == "timeout"
+    assert report["modes"]["cublaslt_ws1"]["status"] == "ok"
+
+
+def test_failing_candidate_is_failed_not_crashed(tmp_path):
+    proc, report = _run(tmp_path, "raises")
+    assert proc.returncode == 0, proc.stderr
+    assert report["modes"]["plain"]["status"] == "ok"
+    entry = report["results"]["plain"]["fixture_candidates:raises"]
+    assert entry["status"] == "failed"
+    assert "RuntimeError: deliberate failure inside the candidate" in entry["unavailable"]
+
+
+def test_interrupt_keeps_finished_modes_and_marks_incomplete(tmp_path):
+    marker = tmp_path / "hanging"
+    out = tmp_path / "r.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]),
+           "FIXTURE_MISBEHAVE_IN": "cublaslt_ws1", "FIXTURE_MARKER": str(marker)}
+    proc = subprocess.Popen([sys.executable, "-m", "adaln_bench", "run", *TINY, "--mode", "plain",
+                             "--mode", "cublaslt_ws1", "--candidate", "fixture_candidates:hang", "--out", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not marker.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    report = json.loads(out.read_text())
+    assert report["incomplete"] is True
+    assert report["modes"]["plain"]["status"] == "ok"
+    assert "batch_invariance" in report["results"]["plain"]["fixture_candidates:hang"]
+    assert report["modes"]["cublaslt_ws1"]["status"] == "interrupted"
+    assert report["results"]["cublaslt_ws1"]["fixture_candidates:hang"]["status"] == "interrupted"
