@@ -1,0 +1,325 @@
+// Plain C interface of the bundled AdaLN projection kernel (one shared library per code path).
+// Raw pointers, sizes and a cudaStream_t in; an int status out (0 = ok) and a message in `err`.
+// No torch, no C++ ABI across the boundary. Elementwise kernels (SiLU, the fixed-order fold of the d_act
+// chunk partials fused with silu', the db column sum) live here and are shared by both paths.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+
+#include "gemms.h"
+
+#if defined(ADALN_PATH_SM90)
+#define ADALN_PATH_NAME "sm90 wgmma (CUTLASS 3 TMA warp-specialized cooperative, swap-AB)"
+#elif defined(ADALN_PATH_PORTABLE)
+#define ADALN_PATH_NAME "portable mma.sync (CUTLASS 2 GemmUniversal, sm80+)"
+#else
+#error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
+#endif
+
+#ifndef ADALN_REQUIRED_CC
+#error "define ADALN_REQUIRED_CC (e.g. 90 for sm_90a, 100 for sm_100a)"
+#endif
+#ifndef ADALN_EXACT_CC
+#define ADALN_EXACT_CC 1
+#endif
+
+namespace adaln {
+
+// Fixed recipe constants: they depend on nothing at run time.
+constexpr int64_t kTBlock = 256;        // rows of T per d_act pass (caps the partial buffer)
+constexpr int64_t kChunkTarget = 4096;  // d_act reduction chunk ~ this many of N
+constexpr int64_t kKTile = 64;          // chunk lengths are multiples of this (except a final remainder)
+constexpr size_t kGemmWs = size_t(1) << 20;
+
+void set_err(Err e, const char* fmt, ...) {
+  if (!e.buf || e.len <= 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e.buf, size_t(e.len), fmt, ap);
+  va_end(ap);
+}
+
+struct Chunking {
+  int64_t kchunk, nfull, rem, nchunks;
+};
+
+// Depends only on N: nchunks = ceil(N / 4096), chunk = ceil(N / nchunks) rounded up to 64; the last chunk
+// may be shorter (a separate launch of the same kernel).
+static Chunking chunking(int64_t N) {
+  Chunking c;
+  int64_t n = (N + kChunkTarget - 1) / kChunkTarget;
+  int64_t k = (N + n - 1) / n;
+  k = (k + kKTile - 1) / kKTile * kKTile;
+  c.kchunk = k;
+  c.nfull = N / k;
+  c.rem = N - c.nfull * k;
+  c.nchunks = c.nfull + (c.rem > 0 ? 1 : 0);
+  return c;
+}
+
+static int device_info(int* sm_count, Err err) {
+  static int cached[64] = {0};
+  int dev = 0;
+  cudaError_t ce = cudaGetDevice(&dev);
+  if (ce != cudaSuccess) {
+    set_err(err, "cudaGetDevice: %s", cudaGetErrorString(ce));
+    return 10;
+  }
+  if (dev < 64 && cached[dev] > 0) {
+    *sm_count = cached[dev];
+    return 0;
+  }
+  int major = 0, minor = 0, sms = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (ce != cudaSuccess) {
+    set_err(err, "cudaDeviceGetAttribute: %s", cudaGetErrorString(ce));
+    return 10;
+  }
+  int cc = major * 10 + minor;
+  bool ok = ADALN_EXACT_CC ? (cc == ADALN_REQUIRED_CC) : (cc >= ADALN_REQUIRED_CC);
+  if (!ok) {
+    set_err(err, "this library (%s) was built for compute capability %s%d.%d; device %d is %d.%d", ADALN_PATH_NAME,
+            ADALN_EXACT_CC ? "" : ">= ", ADALN_REQUIRED_CC / 10, ADALN_REQUIRED_CC % 10, dev, major, minor);
+    return 11;
+  }
+  if (dev < 64) cached[dev] = sms;
+  *sm_count = sms;
+  return 0;
+}
+
+static int check_launch(Err err, const char* what) {
+  cudaError_t ce = cudaGetLastError();
+  if (ce != cudaSuccess) {
+    set_err(err, "%s: %s", what, cudaGetErrorString(ce));
+    return 12;
+  }
+  return 0;
+}
+
+static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+static int grid_for(int64_t n, int threads) {
+  int64_t g = (n + threads - 1) / threads;
+  if (g > 65535LL * 16) g = 65535LL * 16;
+  return int(g);
+}
+
+// act = bf16(silu(x)), silu computed in fp32 as x / (1 + exp(-x)) (PyTorch's formula), rounded once.
+__global__ void silu_to_bf16(const float4* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t n4) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+    float4 v = x[i];
+    float a = __fdiv_rn(v.x, __fadd_rn(1.0f, expf(-v.x)));
+    float b = __fdiv_rn(v.y, __fadd_rn(1.0f, expf(-v.y)));
+    float c = __fdiv_rn(v.z, __fadd_rn(1.0f, expf(-v.z)));
+    float d = __fdiv_rn(v.w, __fadd_rn(1.0f, expf(-v.w)));
+    y[2 * i] = __floats2bfloat162_rn(a, b);
+    y[2 * i + 1] = __floats2bfloat162_rn(c, d);
+  }
+}
+
+__device__ __forceinline__ float dsilu(float x) {
+  float s = __frcp_rn(__fadd_rn(1.0f, expf(-x)));
+  return __fmul_rn(s, __fadd_rn(1.0f, __fmul_rn(x, __fsub_rn(1.0f, s))));
+}
+
+// d_temb = (((P0 + P1) + P2) + ...) * silu'(temb): chunk partials folded in a fixed order, plain fp32 adds.
+__global__ void fold_dtemb(const float4* __restrict__ P, int64_t nch, int64_t plane4, const float4* __restrict__ temb,
+                           float4* __restrict__ out, int64_t n4) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+    float4 s = P[i];
+    for (int64_t c = 1; c < nch; ++c) {
+      float4 p = P[c * plane4 + i];
+      s.x = __fadd_rn(s.x, p.x);
+      s.y = __fadd_rn(s.y, p.y);
+      s.z = __fadd_rn(s.z, p.z);
+      s.w = __fadd_rn(s.w, p.w);
+    }
+    float4 x = temb[i];
+    float4 r;
+    r.x = __fmul_rn(s.x, dsilu(x.x));
+    r.y = __fmul_rn(s.y, dsilu(x.y));
+    r.z = __fmul_rn(s.z, dsilu(x.z));
+    r.w = __fmul_rn(s.w, dsilu(x.w));
+    out[i] = r;
+  }
+}
+
+// db[n] = sum_t dY[t, n], t ascending, fp32, one rounding to bf16. 8 columns per thread, 16 rows of loads in
+// flight before the adds (which stay in ascending t).
+__global__ void colsum_db(const uint4* __restrict__ dY, uint4* __restrict__ db, int64_t T, int64_t N8) {
+  int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (j >= N8) return;
+  float s[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) s[q] = 0.0f;
+  int64_t t = 0;
+  for (; t + 16 <= T; t += 16) {
+    uint4 v[16];
+#pragma unroll
+    for (int u = 0; u < 16; ++u) v[u] = dY[(t + u) * N8 + j];
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[u]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float2 f = __bfloat1622float2(h[q]);
+        s[2 * q] = __fadd_rn(s[2 * q], f.x);
+        s[2 * q + 1] = __fadd_rn(s[2 * q + 1], f.y);
+      }
+    }
+  }
+  for (; t < T; ++t) {
+    uint4 v = dY[t * N8 + j];
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float2 f = __bfloat1622float2(h[q]);
+      s[2 * q] = __fadd_rn(s[2 * q], f.x);
+      s[2 * q + 1] = __fadd_rn(s[2 * q + 1], f.y);
+    }
+  }
+  uint4 o;
+  __nv_bfloat162* oh = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) oh[q] = __floats2bfloat162_rn(s[2 * q], s[2 * q + 1]);
+  db[j] = o;
+}
+
+static int check_shapes(int64_t T, int64_t D, int64_t N, Err err) {
+  if (T < 1) {
+    set_err(err, "T must be >= 1 (got %lld)", (long long)T);
+    return 1;
+  }
+  if (D < 8 || N < 8 || D % 8 != 0 || N % 8 != 0) {
+    set_err(err, "D and N must be positive multiples of 8 (got D=%lld, N=%lld)", (long long)D, (long long)N);
+    return 1;
+  }
+  if (T > (int64_t(1) << 30) || D > (int64_t(1) << 30) || N > (int64_t(1) << 30)) {
+    set_err(err, "sizes too large for this kernel");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace adaln
+
+using namespace adaln;
+
+#define ADALN_API __attribute__((visibility("default")))
+
+extern "C" {
+
+ADALN_API int adaln_abi_version(void) { return 1; }
+ADALN_API const char* adaln_path(void) { return ADALN_PATH_NAME; }
+ADALN_API int adaln_required_cc(void) { return ADALN_REQUIRED_CC; }
+
+ADALN_API void adaln_chunking(int64_t N, int64_t* kchunk, int64_t* nchunks, int64_t* t_block) {
+  Chunking c = chunking(N);
+  *kchunk = c.kchunk;
+  *nchunks = c.nchunks;
+  *t_block = kTBlock;
+}
+
+ADALN_API size_t adaln_gemm_workspace_bytes(void) { return kGemmWs; }
+
+// Scratch for the d_temb pass: the chunk partials of one T block (capped at kTBlock rows) + GEMM workspace.
+ADALN_API size_t adaln_dtemb_scratch_bytes(int64_t T, int64_t D, int64_t N) {
+  Chunking c = chunking(N);
+  int64_t tb = T < kTBlock ? T : kTBlock;
+  return size_t(c.nchunks) * size_t(tb) * size_t(D) * sizeof(float) + kGemmWs;
+}
+
+ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, void* act, void* Y, int64_t T, int64_t D,
+                  int64_t N, void* ws, size_t ws_bytes, void* stream_, char* errbuf, int errlen) {
+  Err err{errbuf, errlen};
+  int rc = check_shapes(T, D, N, err);
+  if (rc) return rc;
+  if (!aligned16(temb) || !aligned16(W) || !aligned16(b) || !aligned16(act) || !aligned16(Y) || !aligned16(ws)) {
+    set_err(err, "adaln_forward: every pointer must be 16-byte aligned");
+    return 1;
+  }
+  int sms = 0;
+  if ((rc = device_info(&sms, err))) return rc;
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
+  int64_t n4 = T * D / 4;
+  silu_to_bf16<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(temb),
+                                                      reinterpret_cast<__nv_bfloat162*>(act), n4);
+  if ((rc = check_launch(err, "silu kernel"))) return rc;
+  return gemm_fwd(W, act, b, Y, T, D, N, sms, ws, ws_bytes, stream, err);
+}
+
+// Any of dtemb, dW, db may be null (not needed). act is needed for dW only; temb, scratch for dtemb only.
+ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, const void* act, float* dtemb, void* dW, void* db,
+                   int64_t T, int64_t D, int64_t N, void* scratch, size_t scratch_bytes, void* stream_, char* errbuf,
+                   int errlen) {
+  Err err{errbuf, errlen};
+  int rc = check_shapes(T, D, N, err);
+  if (rc) return rc;
+  if (!aligned16(dY) || !aligned16(W) || (temb && !aligned16(temb)) || (act && !aligned16(act)) ||
+      (dtemb && !aligned16(dtemb)) || (dW && !aligned16(dW)) || (db && !aligned16(db)) || !aligned16(scratch)) {
+    set_err(err, "adaln_backward: every pointer must be 16-byte aligned");
+    return 1;
+  }
+  int sms = 0;
+  if ((rc = device_info(&sms, err))) return rc;
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
+  const __nv_bfloat16* dy = reinterpret_cast<const __nv_bfloat16*>(dY);
+  const __nv_bfloat16* w = reinterpret_cast<const __nv_bfloat16*>(W);
+
+  if (dtemb) {
+    if (!temb) {
+      set_err(err, "adaln_backward: d_temb needs temb");
+      return 1;
+    }
+    size_t need = adaln_dtemb_scratch_bytes(T, D, N);
+    if (scratch_bytes < need) {
+      set_err(err, "adaln_backward: scratch of %zu bytes < %zu needed", scratch_bytes, need);
+      return 1;
+    }
+    Chunking c = chunking(N);
+    char* ws = reinterpret_cast<char*>(scratch);
+    float* P = reinterpret_cast<float*>(ws + kGemmWs);
+    for (int64_t t0 = 0; t0 < T; t0 += kTBlock) {
+      int64_t tb = (T - t0) < kTBlock ? (T - t0) : kTBlock;
+      int64_t plane = tb * D;
+      const __nv_bfloat16* dyb = dy + t0 * N;
+      if (c.nfull > 0) {
+        rc = gemm_dact(w, dyb, P, tb, D, N, c.nfull, c.kchunk, plane, sms, ws, kGemmWs, stream, err);
+        if (rc) return rc;
+      }
+      if (c.rem > 0) {
+        int64_t n0 = c.nfull * c.kchunk;
+        rc = gemm_dact(w + n0 * D, dyb + n0, P + c.nfull * plane, tb, D, N, 1, c.rem, plane, sms, ws, kGemmWs, stream,
+                       err);
+        if (rc) return rc;
+      }
+      int64_t n4 = plane / 4;
+      fold_dtemb<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(P), c.nchunks, plane / 4,
+                                                        reinterpret_cast<const float4*>(temb + t0 * D),
+                                                        reinterpret_cast<float4*>(dtemb + t0 * D), n4);
+      if ((rc = check_launch(err, "d_temb fold kernel"))) return rc;
+    }
+  }
+  if (dW) {
+    if (!act) {
+      set_err(err, "adaln_backward: dW needs act");
+      return 1;
+    }
+    rc = gemm_dw(dY, act, dW, T, D, N, sms, scratch, kGemmWs, stream, err);
+    if (rc) return rc;
+  }
+  if (db) {
+    int64_t n8 = N / 8;
+    colsum_db<<<int((n8 + 63) / 64), 64, 0, stream>>>(reinterpret_cast<const uint4*>(dY), reinterpret_cast<uint4*>(db), T,
+                                                      n8);
+    if ((rc = check_launch(err, "db kernel"))) return rc;
+  }
+  return 0;
+}
+
+}  // extern "C"

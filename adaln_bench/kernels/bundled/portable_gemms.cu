@@ -1,0 +1,91 @@
+// Portable path: CUTLASS 2.x GemmUniversal on mma.sync m16n8k16 (sm80 and later: builds for sm_90a and sm_100a).
+// Same recipe as the sm90 path: one tile shape per GEMM for every T, no split-K, forward epilogue fma(1, acc, bias)
+// in fp32 then one bf16 rounding; d_act per fixed N-chunk with a fresh accumulator (batched GEMM, fp32 out).
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/thread/linear_combination.h"
+#include "cutlass/gemm/device/gemm_universal.h"
+#include "cutlass/gemm/threadblock/threadblock_swizzle.h"
+#include "gemms.h"
+
+namespace adaln {
+namespace {
+using bf16 = cutlass::bfloat16_t;
+using RowMajor = cutlass::layout::RowMajor;
+using ColumnMajor = cutlass::layout::ColumnMajor;
+using Inst = cutlass::gemm::GemmShape<16, 8, 16>;
+using Swizzle = cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<8>;
+
+// Forward, M = T, N = N_out, K = D: A = act (T, D) row-major, B = W^T (W row-major (N_out, D) is B column-major),
+// C = bias broadcast over rows (ldc = 0, beta = 1), D = Y (T, N_out) row-major.
+using GemmFwd = cutlass::gemm::device::GemmUniversal<
+    bf16, RowMajor, bf16, ColumnMajor, bf16, RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
+    cutlass::gemm::GemmShape<64, 256, 32>, cutlass::gemm::GemmShape<64, 64, 32>, Inst,
+    cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, 4, 8, 8>;
+
+// d_act partials, M = Tb, N = D, K = chunk, batched over chunks: A = dY block (ld N), B = W chunk (row-major, ld D).
+using GemmDact = cutlass::gemm::device::GemmUniversal<
+    bf16, RowMajor, bf16, RowMajor, float, RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
+    cutlass::gemm::GemmShape<64, 128, 32>, cutlass::gemm::GemmShape<32, 64, 32>, Inst,
+    cutlass::epilogue::thread::LinearCombination<float, 4, float, float>, Swizzle, 4, 8, 8>;
+
+// dW, M = N_out, N = D, K = T: A = dY^T (dY row-major (T, N_out) is A column-major), B = act (T, D) row-major.
+using GemmDw = cutlass::gemm::device::GemmUniversal<
+    bf16, ColumnMajor, bf16, RowMajor, bf16, RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
+    cutlass::gemm::GemmShape<128, 128, 32>, cutlass::gemm::GemmShape<64, 64, 32>, Inst,
+    cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, 4, 8, 8>;
+
+template <class Gemm>
+int run2(typename Gemm::Arguments const& args, void* ws, size_t ws_bytes, cudaStream_t stream, Err err,
+         const char* what) {
+  Gemm gemm;
+  cutlass::Status st = gemm.can_implement(args);
+  if (st != cutlass::Status::kSuccess) {
+    set_err(err, "%s: CUTLASS can_implement failed: %s", what, cutlassGetStatusString(st));
+    return 2;
+  }
+  size_t need = Gemm::get_workspace_size(args);
+  if (need > ws_bytes) {
+    set_err(err, "%s: CUTLASS workspace %zu bytes > %zu provided", what, need, ws_bytes);
+    return 3;
+  }
+  st = gemm.initialize(args, ws, stream);
+  if (st != cutlass::Status::kSuccess) {
+    set_err(err, "%s: CUTLASS initialize failed: %s (%s)", what, cutlassGetStatusString(st),
+            cudaGetErrorString(cudaGetLastError()));
+    return 4;
+  }
+  st = gemm.run(stream);
+  cudaError_t ce = cudaGetLastError();
+  if (st != cutlass::Status::kSuccess || ce != cudaSuccess) {
+    set_err(err, "%s: CUTLASS run failed: %s / %s", what, cutlassGetStatusString(st), cudaGetErrorString(ce));
+    return 5;
+  }
+  return 0;
+}
+}  // namespace
+
+int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
+             void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
+  (void)sm_count;
+  typename GemmFwd::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(T), int(N), int(D)}, 1,
+                                   {1.0f, 1.0f}, act, W, bias, Y, 0, 0, 0, 0, D, D, 0, N);
+  return run2<GemmFwd>(args, ws, ws_bytes, stream, err, "forward GEMM (portable)");
+}
+
+int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
+              int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
+  (void)sm_count;
+  typename GemmDact::Arguments args(cutlass::gemm::GemmUniversalMode::kBatched, {int(Tb), int(D), int(kchunk)},
+                                    int(L), {1.0f, 0.0f}, dY, W, partial, partial, kchunk, kchunk * D, plane, plane, N,
+                                    D, D, D);
+  return run2<GemmDact>(args, ws, ws_bytes, stream, err, "d_act GEMM (portable)");
+}
+
+int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
+            size_t ws_bytes, cudaStream_t stream, Err err) {
+  (void)sm_count;
+  typename GemmDw::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(N), int(D), int(T)}, 1, {1.0f, 0.0f},
+                                  dY, act, dW, dW, 0, 0, 0, 0, N, D, D, D);
+  return run2<GemmDw>(args, ws, ws_bytes, stream, err, "dW GEMM (portable)");
+}
+}  // namespace adaln

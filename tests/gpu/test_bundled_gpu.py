@@ -1,0 +1,121 @@
+"""GPU tests of the bundled CUDA kernel: bitwise invariance, accuracy vs FP64, fail-closed inputs.
+
+Skipped without CUDA (or without a library and a way to build one). Uses small real shapes
+(D = 256, N = 6 * 2 * 64 and a larger one) so it runs in seconds.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@pytest.fixture(scope="module")
+def fwd():
+    from adaln_bench.kernels.bundled import candidate as C
+
+    reason = C.availability()
+    if reason:
+        pytest.skip(f"bundled kernel unavailable: {reason}")
+    return C.make_forward(C.get_library(torch.device("cuda", torch.cuda.current_device())))
+
+
+def _inputs(t, d, n, seed=0):
+    g = torch.Generator("cuda").manual_seed(seed)
+    temb = torch.randn(t, d, generator=g, device="cuda")
+    w = (torch.randn(n, d, generator=g, device="cuda") * d ** -0.5).to(torch.bfloat16)
+    b = (torch.randn(n, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
+    dy = torch.randn(t, n, generator=g, device="cuda").to(torch.bfloat16)
+    return temb, w, b, dy
+
+
+def _run(fwd, temb, w, b, dy):
+    t = temb.detach().clone().requires_grad_(True)
+    wl, bl = w.detach().requires_grad_(True), b.detach().requires_grad_(True)
+    y = fwd(t, wl, bl)
+    y.backward(dy)
+    return y.detach(), t.grad, wl.grad, bl.grad
+
+
+@pytest.mark.parametrize("d,n,t", [(256, 768, 37), (3072, 18432, 301)])
+def test_rows_bitwise_invariant(fwd, d, n, t):
+    """Every row (output and d_temb) equals its single-row run, at random positions, for odd T; T = 301
+    crosses the 256-row block of the d_act pass; the Flux shape (N = 18432) has 4 d_act chunks and a shorter
+    remainder chunk."""
+    temb, w, b, dy = _inputs(t, d, n, seed=1)
+    ys, gs = [], []
+    for i in range(t):
+        y, gt, _, _ = _run(fwd, temb[i:i + 1], w, b, dy[i:i + 1])
+        ys.append(y)
+        gs.append(gt)
+    ys, gs = torch.cat(ys), torch.cat(gs)
+    y, gt, gw, gb = _run(fwd, temb, w, b, dy)
+    assert torch.equal(y, ys), "forward rows differ from single-row runs"
+    assert torch.equal(gt, gs), "d_temb rows differ from single-row runs"
+    gen = torch.Generator().manual_seed(5)
+    for m in (2, 3, 7, 9, 17, 64, 129, 257, t):
+        if m > t:
+            continue
+        idx = torch.randperm(t, generator=gen)[:m].to("cuda")
+        y, gt, _, _ = _run(fwd, temb[idx], w, b, dy[idx])
+        assert torch.equal(y, ys[idx]), f"forward differs in a batch of {m}"
+        assert torch.equal(gt, gs[idx]), f"d_temb differs in a batch of {m}"
+    # dW, db repeatable
+    _, _, gw2, gb2 = _run(fwd, temb, w, b, dy)
+    assert torch.equal(gw, gw2) and torch.equal(gb, gb2)
+
+
+@pytest.mark.parametrize("t", [1, 3, 64, 300])
+def test_accuracy_vs_fp64(fwd, t):
+    d, n = 512, 6 * 2 * 128
+    temb, w, b, dy = _inputs(t, d, n, seed=2)
+    y, gt, gw, gb = _run(fwd, temb, w, b, dy)
+    t64, w64, b64 = (x.double().requires_grad_(True) for x in (temb, w, b))
+    ref = F.linear(F.silu(t64), w64, b64)
+    ref.backward(dy.double())
+    rel = lambda x, r: ((x.double() - r).abs().max() / r.abs().max()).item()  # noqa: E731
+    # cuBLAS path for "no worse than" comparisons
+    ct, cw, cb = (x.detach().clone().requires_grad_(True) for x in (temb, w, b))
+    cy = F.linear(F.silu(ct).to(torch.bfloat16), cw, cb)
+    cy.backward(dy)
+    assert rel(y, ref.detach()) <= max(1.05 * rel(cy, ref.detach()), 4e-3)
+    assert rel(gt, t64.grad) <= 1e-5, rel(gt, t64.grad)
+    assert rel(gw, w64.grad) <= max(1.05 * rel(cw.grad, w64.grad), 4e-3)
+    assert rel(gb, b64.grad) <= max(1.05 * rel(cb.grad, b64.grad), 4e-3)
+    assert gt.dtype == torch.float32 and gw.dtype == torch.bfloat16 and gb.dtype == torch.bfloat16
+
+
+def test_bad_inputs_fail_closed(fwd):
+    temb, w, b, _ = _inputs(4, 256, 768)
+    cases = {
+        "temb must be float32": (temb.bfloat16(), w, b),
+        "w must be bfloat16": (temb, w.float(), b),
+        "b must be bfloat16": (temb, w, b.float()),
+        "temb must be 2-D": (temb[0], w, b),
+        "w has 128 columns": (temb, w[:, :128], b),
+        "b has 760 entries": (temb, w, b[:760]),
+        "T = 0": (temb[:0], w, b),
+        "multiples of 8": (temb[:, :252], w[:, :252], b),
+        "different devices": (temb, w.cpu(), b),
+        "CUDA device": (temb.cpu(), w.cpu(), b.cpu()),
+    }
+    for msg, args in cases.items():
+        with pytest.raises(ValueError, match=msg):
+            fwd(*args)
+
+
+def test_wrong_gpu_refused(fwd, monkeypatch):
+    from adaln_bench.kernels.bundled import build as B
+    from adaln_bench.kernels.bundled import candidate as C
+
+    with pytest.raises(B.BuildError, match="not supported"):
+        B.target_for_capability(7, 5)
+    monkeypatch.setattr(C, "device_cc", lambda dev: 100)
+    temb, w, b, _ = _inputs(2, 256, 768)
+    with pytest.raises(RuntimeError, match="built for"):
+        fwd(temb, w, b)
