@@ -34,8 +34,11 @@ t0=$(date +%s)
 python3 -m adaln_bench.kernels.bundled.build --arch sm_90a 2>&1 | tee "$OUT/build.txt"
 python3 -m adaln_bench.kernels.bundled.build --arch sm_90a --path portable 2>&1 | tee -a "$OUT/build.txt"
 echo "build/load step: $(( $(date +%s) - t0 )) s" | tee -a "$OUT/build.txt"
+for l in "$ADALN_BENCH_KERNEL_CACHE"/*sm_90a*/libadaln_bundled.so; do
+  command -v cuobjdump >/dev/null && echo "$l: $(cuobjdump --dump-sass "$l" | grep -c HGMMA) HGMMA, $(cuobjdump --dump-sass "$l" | grep -c 'HMMA') HMMA SASS lines" | tee -a "$OUT/build.txt"
+done
 if command -v pytest >/dev/null 2>&1 || python3 -c 'import pytest' 2>/dev/null; then
-  timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_bundled_gpu.py 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -5
+  timeout 90 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_bundled_gpu.py 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -5
 fi
-timeout 330 python3 scripts/device_kernel.py 2>&1 | tee "$OUT/bench.txt" | grep -v '^\[inv\|^\[acc\|^\[time\|^\[load' | tail -60
+timeout 270 python3 scripts/device_kernel.py 2>&1 | tee "$OUT/bench.txt" | grep -v '^\[inv\|^\[acc\|^\[time\|^\[load' | tail -60
 echo "rc=$?"
