@@ -261,3 +261,55 @@ def test_every_framework_mode_of_the_spec_is_registered():
     }
     assert {name: dict(modes[name].env) for name in expected_env} == expected_env
     assert all(modes[name].kind == "framework" and modes[name].enable is not None for name in expected_env)
+
+
+# --- end to end: the CLI, its parent runner and the mode children -----------------------------------
+
+
+@pytest.mark.slow
+def test_run_through_the_harness_records_what_each_mode_did(tmp_path):
+    """SGLang and vLLM stand-ins are importable, Megatron is not: the report says so mode by mode."""
+    out = tmp_path / "report.json"
+    env = child_env("plain", ["sglang", "vllm_new"])
+    argv = [sys.executable, "-m", "adaln_bench", "run", "--device", "cpu", "--preset", "tiny", "--quick",
+            "--mode", "sglang", "--mode", "vllm", "--mode", "megatron_triton", "--mode", "plain",
+            "--candidate", "diffusers", "--out", str(out), "--quiet"]
+    proc = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+
+    from adaln_bench.reports.io import read_report
+    from adaln_bench.reports.schema import CandidateResult, CandidateUnavailable
+
+    report = read_report(out)
+    assert list(report.results) == ["sglang", "vllm", "megatron_triton", "plain"]
+
+    sglang = report.modes["sglang"]
+    assert sglang.status == "ok"
+    assert sglang.observed.aten_overrides == SGLANG_OVERRIDES
+    assert sglang.observed.switch_path == f"{SGLANG}.enable_batch_invariant_mode()"
+    assert (sglang.observed.library, sglang.observed.library_version) == ("sglang", "0.5.23")
+    assert sglang.observed.reference_mode_off is True
+    assert sglang.observed.env_seen["TRITON_F32_DEFAULT"] is None
+    measured = report.results["sglang"]["diffusers[sglang]"]
+    assert isinstance(measured, CandidateResult)
+    # the stand-in's mm sums each row's products by itself, so the measurement ran through the override
+    assert measured.batch_invariance.batch_invariant is True
+
+    vllm = report.modes["vllm"]
+    assert vllm.status == "ok"
+    assert vllm.observed.switch_path == f"{VLLM_NEW}.enable_batch_invariant_mode()"
+    assert vllm.observed.env_seen["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+    assert vllm.observed.env_seen["CUBLASLT_WORKSPACE_SIZE"] == "1"
+    assert vllm.observed.bf16_reduced_precision_reduction is False
+    assert vllm.observed.reference_mode_off is False
+    assert isinstance(report.results["vllm"]["diffusers[vllm]"], CandidateResult)
+
+    megatron = report.modes["megatron_triton"]
+    assert megatron.status == "unavailable"
+    assert megatron.reason == (
+        "ModuleNotFoundError: megatron-core is not installed (no module named 'megatron.core')")
+    assert isinstance(report.results["megatron_triton"]["diffusers[megatron_triton]"], CandidateUnavailable)
+
+    plain = report.modes["plain"]
+    assert plain.status == "ok" and plain.observed.aten_overrides == []
+    assert isinstance(report.results["plain"]["diffusers[plain]"], CandidateResult)

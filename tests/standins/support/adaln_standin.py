@@ -3,8 +3,7 @@
 - `record(library, call, **args)` appends a JSON line to the file named by ADALN_STANDIN_LOG.
 - `maybe_fail(library)` raises when ADALN_STANDIN_FAIL names the library (or is "all").
 - `override_cpu(ops)` registers CPU kernels for aten ops, as the real switches do for CUDA. The kernels
-  compute row by row with matrix-vector products, so they are batch-invariant and never call the ops
-  they replace.
+  are built from elementwise products and sums, so they never call the ops they replace.
 """
 from __future__ import annotations
 
@@ -31,10 +30,11 @@ def maybe_fail(library: str) -> None:
 
 
 def _rowwise_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    bt = b.t()
-    if a.shape[0] == 0:
-        return a.new_empty((0, b.shape[1]))
-    return torch.stack([torch.mv(bt, row) for row in a])
+    # Elementwise products summed along the contiguous last axis: each output element reduces its K
+    # products in an order that depends on K alone, whatever the number of rows.
+    acc = torch.promote_types(a.dtype, torch.float32)
+    products = a.to(acc).unsqueeze(1) * b.t().to(acc).unsqueeze(0)
+    return products.sum(-1).to(a.dtype)
 
 
 def _mm(a, b):
