@@ -141,3 +141,23 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
     assert (code, stdout) == (2, "")
     assert err == "adaln-bench: plotting needs matplotlib: pip install 'adaln-bench[plot]'\n"
     assert not out.exists()
+
+
+def test_latency_series_carry_quartiles_only_when_every_point_has_them():
+    data = copy.deepcopy(REFERENCE_DATA)
+    points = data["results"]["plain"]["rl_kernel"]["accuracy_latency"]
+    for t, point in points.items():
+        m = point["fwd_us"]
+        point["fwd_us_dist"] = {"min": m * 0.9, "q1": m * 0.95, "median": m, "q3": m * 1.05, "max": m * 1.1,
+                                "count": 100}
+    data["results"]["vllm"]["diffusers[vllm]"]["accuracy_latency"]["1"]["fwd_us"] = None
+    data["results"]["vllm"]["diffusers[vllm]"]["accuracy_latency"]["3"]["fwd_us_dist"] = {
+        "min": 1, "q1": 2, "median": 3, "q3": 4, "max": 5, "count": 100}
+    by_key = {s.key: s for s in series(Report.model_validate(data), "fwd_us")}
+    rl = by_key[("plain", "rl_kernel")]
+    assert rl.q1 == pytest.approx(tuple(v * 0.95 for v in rl.values))
+    assert rl.q3 == pytest.approx(tuple(v * 1.05 for v in rl.values))
+    # A reference-style candidate (no distributions, or only some) is drawn without a band.
+    assert by_key[("plain", "diffusers[plain]")].q1 == ()
+    vllm = by_key[("vllm", "diffusers[vllm]")]
+    assert vllm.ts == (3, 4, 64, 256, 2048) and vllm.q1 == ()

@@ -348,8 +348,12 @@ def compare_error(old: float, new: float, thresholds: Thresholds) -> tuple[Verdi
     return (Verdict.WORSE if new > old else Verdict.BETTER), change, ""
 
 
+def _us_text(us: float) -> str:
+    return f"{us:.1f} µs" if us < 1000 else f"{us / 1000:.4g} ms"
+
+
 def _iqr_text(d: Distribution) -> str:
-    return f"[{d.q1:.4g}, {d.q3:.4g}]"
+    return f"[{_us_text(d.q1)}, {_us_text(d.q3)}]"
 
 
 def compare_latency(

@@ -3,6 +3,7 @@
 Panels: forward and forward + backward latency against T, the forward, d_temb and dW errors against
 FP64 against T (all on log axes), and a matrix of the batch-invariance probes per (mode, candidate).
 Colour and marker name the (mode, candidate); line style names the report, so two reports overlay.
+Latencies with a kept distribution are drawn with their interquartile range shaded.
 matplotlib is optional (the `plot` extra); the figure is drawn on the Agg canvas, without pyplot.
 """
 from __future__ import annotations
@@ -49,6 +50,9 @@ class Series:
     key: tuple[str, str]  # (mode, candidate)
     ts: tuple[int, ...]
     values: tuple[float, ...]
+    # The interquartile range per point, for latencies whose distribution the report kept; else empty.
+    q1: tuple[float, ...] = ()
+    q3: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,11 +91,17 @@ def series(report: Report, metric: str) -> list[Series]:
             if not isinstance(entry, CandidateResult):
                 continue
             points = sorted(
-                (int(t), v) for t, p in entry.accuracy_latency.items()
+                (int(t), v, getattr(p, metric + "_dist", None)) for t, p in entry.accuracy_latency.items()
                 if t.isdigit() and (v := _value(p, metric)) is not None and v > 0
             )
-            if points:
-                out.append(Series((mode, candidate), tuple(t for t, _ in points), tuple(v for _, v in points)))
+            if not points:
+                continue
+            dists = [d for _, _, d in points]
+            quartiles = all(d is not None for d in dists)
+            out.append(Series(
+                (mode, candidate), tuple(t for t, _, _ in points), tuple(v for _, v, _ in points),
+                tuple(d.q1 for d in dists) if quartiles else (), tuple(d.q3 for d in dists) if quartiles else (),
+            ))
     return out
 
 
@@ -179,6 +189,8 @@ def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str])
                 colour, marker = style[s.key]
                 ax.plot(s.ts, s.values, linestyle=line_style, color=colour, marker=marker, markersize=6,
                         linewidth=1.8, markerfacecolor=colour if line_style == "-" else "white")
+                if s.q1:
+                    ax.fill_between(s.ts, s.q1, s.q3, color=colour, alpha=0.15, linewidth=0)
         _t_axis(ax, all_ts)
         ax.set_yscale("log")
         if metric in ("fwd_us", "fwd_bwd_us"):
