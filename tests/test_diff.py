@@ -340,6 +340,13 @@ def test_cpu_report_is_not_comparable_with_a_gpu_report():
     result = diff(edited(cpu))
     assert exit_code(result) == EXIT_NOT_COMPARABLE
     assert ("device", "cuda", "cpu", True) in [(c.field, c.old, c.new, c.blocks) for c in result.config]
+    # Allowed, invariance and accuracy are compared, but CPU and GPU timings never are (SPEC §6).
+    allowed = diff(edited(cpu), allow_different_device=True)
+    assert exit_code(allowed) == EXIT_OK
+    assert {r.metric for r in allowed.rows} == {"batch_invariant", "fwd_rel_err", "grad_rel_err.temb",
+                                                "grad_rel_err.w", "grad_rel_err.b"}
+    assert allowed.notes == ("latency not compared: cuda and cpu timings come from different clocks and are "
+                             "never compared",)
 
 
 def test_quick_against_full_is_not_comparable_unless_allowed():

@@ -231,16 +231,22 @@ def render_rich(result: ReportDiff, sides: dict[str, tuple[str, Report]], fail_o
 
         rows = list(result.rows) if show_all else result.changes
         if rows:
-            table = Table(title="All rows" if show_all else "Changes", title_justify="left")
-            for col, kw in (("mode", {}), ("candidate", {}), ("metric", {}), ("T", {"justify": "right"}),
-                            ("OLD", {"justify": "right"}), ("NEW", {"justify": "right"}),
-                            ("change", {"justify": "right"}), ("verdict", {}), ("note", {"overflow": "fold"})):
-                table.add_column(col, **kw)
+            # The note (which probe failed, why a result is missing) is what a reader needs most, so it
+            # sits under the row's name, where it folds on a narrow terminal, instead of in a last column
+            # that a narrow terminal squeezes to nothing.
+            table = Table(title="All rows" if show_all else "Changes", title_justify="left", show_lines=True)
+            table.add_column("verdict", no_wrap=True)
+            table.add_column("mode / candidate / metric", ratio=1, overflow="fold")
+            for col in ("OLD", "NEW", "change"):
+                table.add_column(col, justify="right")
             for row in rows:
-                table.add_row(Text(row.mode), Text(row.candidate), Text(_metric_label(row)), format_t(row),
+                where = Text.assemble((f"{row.mode} / {row.candidate}", "bold"), f"  {_metric_label(row)}",
+                                      f" T={row.t}" if row.t is not None else "")
+                if row.note:
+                    where.append("\n" + row.note, style="dim" if row.verdict is Verdict.SAME else "")
+                table.add_row(Text(row.verdict.value, style=VERDICT_STYLE[row.verdict]), where,
                               Text(format_value(row.metric, row.old)), Text(format_value(row.metric, row.new)),
-                              format_change(row), Text(row.verdict.value, style=VERDICT_STYLE[row.verdict]),
-                              Text(row.note))
+                              format_change(row))
             console.print(table)
 
     style = "bold red" if code else "bold green"

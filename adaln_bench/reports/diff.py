@@ -139,6 +139,16 @@ class ReportDiff:
         return counts
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What can be compared between two reports that are comparable at all."""
+
+    thresholds: Thresholds
+    counts: bool = True  # probe counts and per-T presence: False for quick against full
+    latency: bool = True  # False for CPU against GPU: their clocks are never compared
+    new_is_quick: bool = False
+
+
 def exit_code(diff: ReportDiff, fail_on: FailOn = FailOn.regression) -> int:
     """0 no regression, 1 regression (or any change, with --fail-on any-change), 3 not comparable."""
     if not diff.comparable:
@@ -379,10 +389,11 @@ def compare_latency(
 
 
 def _compare_point(
-    mode: str, candidate: str, t: int, old: AccuracyLatency, new: AccuracyLatency, thresholds: Thresholds,
+    mode: str, candidate: str, t: int, old: AccuracyLatency, new: AccuracyLatency, scope: Scope,
 ) -> list[Row]:
+    thresholds = scope.thresholds
     rows: list[Row] = []
-    for metric in ERROR_METRICS + LATENCY_METRICS:
+    for metric in ERROR_METRICS + (LATENCY_METRICS if scope.latency else ()):
         a, b = _metric_value(old, metric), _metric_value(new, metric)
         if a is None and b is None:
             continue
@@ -407,12 +418,11 @@ def _sort_metric_rows(rows: list[Row]) -> list[Row]:
 
 
 def compare_results(
-    mode: str, candidate: str, old: CandidateResult, new: CandidateResult, thresholds: Thresholds,
-    counts_comparable: bool, new_is_quick: bool,
+    mode: str, candidate: str, old: CandidateResult, new: CandidateResult, scope: Scope,
 ) -> list[Row]:
     rows: list[Row] = []
     inv = compare_invariance(mode, candidate, old.batch_invariance, new.batch_invariance,
-                             counts_comparable, new_is_quick)
+                             scope.counts, scope.new_is_quick)
     if inv is not None:
         rows.append(inv)
     point_rows: list[Row] = []
@@ -420,8 +430,8 @@ def compare_results(
         a, b = old.accuracy_latency.get(key), new.accuracy_latency.get(key)
         t = _int_key(key)
         if a is not None and b is not None:
-            point_rows.extend(_compare_point(mode, candidate, t, a, b, thresholds))
-        elif not counts_comparable:
+            point_rows.extend(_compare_point(mode, candidate, t, a, b, scope))
+        elif not scope.counts:
             continue  # quick runs measure fewer T: a T on one side only is expected, not a change
         elif b is None:
             point_rows.append(Row(mode, candidate, POINT_METRIC, t, "measured", None, Verdict.MISSING,
@@ -449,15 +459,14 @@ def _reason(entry: CandidateUnavailable) -> str:
 
 
 def compare_candidate(
-    mode: str, candidate: str, old: Optional[CandidateEntry], new: Optional[CandidateEntry],
-    thresholds: Thresholds, counts_comparable: bool, new_is_quick: bool,
+    mode: str, candidate: str, old: Optional[CandidateEntry], new: Optional[CandidateEntry], scope: Scope,
 ) -> list[Row]:
     def availability(verdict: Verdict, a: Value, b: Value, note: str) -> list[Row]:
         return [Row(mode, candidate, AVAILABILITY_METRIC, None, a, b, verdict, note=note)]
 
     old_ok, new_ok = isinstance(old, CandidateResult), isinstance(new, CandidateResult)
     if old_ok and new_ok:
-        return compare_results(mode, candidate, old, new, thresholds, counts_comparable, new_is_quick)
+        return compare_results(mode, candidate, old, new, scope)
     if old_ok:
         if new is None:
             return availability(Verdict.MISSING, "available", "absent", "no longer in the report")
@@ -485,13 +494,17 @@ def diff_reports(
     allow_quick_mismatch: bool = False,
 ) -> ReportDiff:
     config, blockers = compare_configuration(old, new, allow_different_device, allow_quick_mismatch)
-    counts_comparable = old.quick == new.quick
+    scope = Scope(thresholds, counts=old.quick == new.quick, latency=device_kind(old) == device_kind(new),
+                  new_is_quick=new.quick)
     notes: list[str] = []
-    if not counts_comparable and not blockers:
+    if blockers:
+        return ReportDiff(thresholds, tuple(config), tuple(blockers), (), scope.counts, tuple(notes))
+    if not scope.counts:
         notes.append("one quick and one full report: probe counts and T measured on one side only are "
                      "not compared")
-    if blockers:
-        return ReportDiff(thresholds, tuple(config), tuple(blockers), (), counts_comparable, tuple(notes))
+    if not scope.latency:
+        notes.append(f"latency not compared: {device_kind(old) or 'unknown'} and {device_kind(new) or 'unknown'}"
+                     " timings come from different clocks and are never compared")
     rows: list[Row] = []
     for mode in _ordered_union(old.results, new.results):
         old_mode, new_mode = old.results.get(mode, {}), new.results.get(mode, {})
@@ -501,8 +514,8 @@ def diff_reports(
                 rows.append(Row(mode, candidate, AVAILABILITY_METRIC, None, "available", "absent",
                                 Verdict.MISSING, note=f"mode {mode} is not in NEW" + _mode_reason(new, mode)))
                 continue
-            rows.extend(compare_candidate(mode, candidate, a, b, thresholds, counts_comparable, new.quick))
-    return ReportDiff(thresholds, tuple(config), (), tuple(rows), counts_comparable, tuple(notes))
+            rows.extend(compare_candidate(mode, candidate, a, b, scope))
+    return ReportDiff(thresholds, tuple(config), (), tuple(rows), scope.counts, tuple(notes))
 
 
 def _mode_reason(report: Report, mode: str) -> str:
