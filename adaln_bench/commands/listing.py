@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from adaln_bench.reports.render import wide_console
 
 
 def modes_command(
@@ -64,7 +65,7 @@ def modes_command(
         lib = f"{r['library']} {r['library_version'] or ''}".strip() if r["library"] else "—"
         why = r["reason"] or r["switch"] or r["description"]
         table.add_row(r["mode"], r["kind"], env, avail, lib, escape(why or ""))
-    Console().print(table)
+    wide_console().print(table)
 
 
 def candidates_command(
@@ -89,7 +90,7 @@ def candidates_command(
         modes = r["default_modes"] if isinstance(r["default_modes"], str) else ", ".join(r["default_modes"])
         avail = "[green]yes[/green]" if r["available"] else "[red]no[/red]"
         table.add_row(escape(r["candidate"]), escape(modes), avail, escape(r["reason"] or r["description"]))
-    Console().print(table)
+    wide_console().print(table)
 
 
 def env_command(
@@ -97,10 +98,10 @@ def env_command(
 ) -> None:
     """The environment a report would record: device, torch, CUDA, Python, library versions (JSON)."""
     from adaln_bench.commands.run import _resolve_device
-    from adaln_bench.harness.environment import git_state, tool_root, torch_environment
+    from adaln_bench.harness.environment import tool_git_state, torch_environment
 
     env = torch_environment(_resolve_device(device))
-    commit, dirty = git_state(tool_root())
+    commit, dirty = tool_git_state()
     data = env.model_dump(mode="json", exclude_none=False)
     data["tool_commit"], data["tool_dirty"] = commit, dirty
     typer.echo(json.dumps(data, indent=2))

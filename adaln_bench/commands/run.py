@@ -70,10 +70,10 @@ def _choose_candidates(names: list[str], modes) -> dict[str, list[str]]:
 
 
 def default_out_path(device: str, quick: bool) -> Path:
-    from adaln_bench.harness.environment import git_state, gpu_slug, tool_root
+    from adaln_bench.harness.environment import gpu_slug, tool_git_state
 
     slug = gpu_slug() if device == "cuda" else "cpu"
-    commit, dirty = git_state(tool_root())
+    commit, dirty = tool_git_state()
     tag = (commit[:7] if commit else "nocommit") + ("-dirty" if dirty else "")
     kind = ".quick" if quick else ""
     return Path("results") / slug / f"adaln_projection.{slug}.{tag}{kind}.json"

@@ -6,7 +6,7 @@ import sys
 from typing import Optional
 
 from adaln_bench import __version__
-from adaln_bench.harness.environment import git_state, torch_environment, tool_root
+from adaln_bench.harness.environment import tool_git_state, torch_environment
 from adaln_bench.harness.runner import ModeOutcome
 from adaln_bench.harness.shapes import Shape
 from adaln_bench.modes.registry import Mode
@@ -23,7 +23,7 @@ def shape_model(shape: Shape) -> ShapeModel:
 
 def assemble_report(modes: list[Mode], outcomes: dict[str, ModeOutcome], shape: Shape, device: str,
                     quick: bool, started_at: _dt.datetime, wall_s: float, argv: Optional[list[str]] = None) -> Report:
-    commit, dirty = git_state(tool_root())
+    commit, dirty = tool_git_state()
     env = next((o.child.environment for o in outcomes.values() if o.child and o.child.environment), None)
     if env is None:  # no child got as far as reading its device: describe this process instead
         env = torch_environment("cpu")

@@ -1,6 +1,7 @@
 """What the report records about the machine, the libraries and the tool itself (SPEC §9)."""
 from __future__ import annotations
 
+import os
 import platform
 import socket
 import subprocess
@@ -52,6 +53,15 @@ def git_state(path: Path) -> tuple[Optional[str], Optional[bool]]:
 
 def tool_root() -> Path:
     return Path(__file__).resolve().parents[2]
+
+
+def tool_git_state() -> tuple[Optional[str], Optional[bool]]:
+    """This tool's commit and dirty flag. A copy of the tree without .git (a remote GPU machine, an unpacked
+    artifact) can name them in ADALN_BENCH_COMMIT and ADALN_BENCH_DIRTY=0|1."""
+    commit, dirty = git_state(tool_root())
+    if commit is None and os.environ.get("ADALN_BENCH_COMMIT"):
+        return os.environ["ADALN_BENCH_COMMIT"], os.environ.get("ADALN_BENCH_DIRTY", "0") == "1"
+    return commit, dirty
 
 
 def gpu_slug() -> str:

@@ -109,9 +109,13 @@ def header(report: Report) -> str:
     return f"{report.op} on {where}, torch {env.torch}, CUDA {env.cuda}{shape}{quick}{incomplete}"
 
 
+def wide_console() -> Console:
+    """A stdout console; piped output (CI logs, files) is not cut to an 80-column terminal."""
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
 def print_summary(report: Report, console: Optional[Console] = None) -> None:
-    # Piped output (CI logs, files) is not limited to an 80-column terminal.
-    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    console = console or wide_console()
     console.print(header(report))
     table = Table(show_lines=False)
     table.add_column("mode", no_wrap=True)

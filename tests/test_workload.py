@@ -1,0 +1,63 @@
+"""Runs, accuracy and fingerprints on the CPU with real tensors (the tiny shape)."""
+import torch
+import torch.nn.functional as F
+
+from adaln_bench.harness.accuracy import measure_accuracy, rel_err
+from adaln_bench.harness.inputs import make_params, make_temb, make_upstream
+from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.workload import Workload
+from adaln_bench.kernels.diffusers_baseline import replay
+from adaln_bench.kernels.registry import Implementation
+
+CPU = torch.device("cpu")
+SHAPE = PRESETS["tiny"]
+
+
+def _impl(fn=replay):
+    return Implementation(source="test", has_backward=True, forward=fn)
+
+
+def test_inputs_follow_the_seeding_contract():
+    params = make_params(SHAPE, CPU)
+    g = torch.Generator(device="cpu").manual_seed(1 * 1000 + 8)
+    expected_w = (torch.randn(SHAPE.out_features, SHAPE.dim, generator=g) * SHAPE.dim ** -0.5).to(torch.bfloat16)
+    assert torch.equal(params.weight, expected_w)
+    g = torch.Generator(device="cpu").manual_seed(3 * 1000 + 7)
+    assert torch.equal(make_temb(5, SHAPE, 3, CPU), torch.randn(5, SHAPE.dim, generator=g))
+    assert params.weight.dtype == params.bias.dtype == torch.bfloat16
+
+
+def test_a_run_uses_the_matching_rows_of_the_full_batch_upstream():
+    params = make_params(SHAPE, CPU)
+    run = Workload(_impl(), params, SHAPE, CPU)
+    got = run(4, 10, [7, 2])
+    temb = make_temb(10, SHAPE, 4, CPU)[[7, 2]].requires_grad_()
+    w = params.weight.detach().requires_grad_()
+    b = params.bias.detach().requires_grad_()
+    out = replay(temb, w, b)
+    out.backward(make_upstream((10, SHAPE.out_features), torch.bfloat16, 4, CPU)[[7, 2]])
+    assert torch.equal(got.out, out.detach())
+    assert torch.equal(got.d_temb, temb.grad)
+    assert torch.equal(got.d_weight, w.grad) and torch.equal(got.d_bias, b.grad)
+
+
+def test_accuracy_of_the_bf16_path_and_of_an_fp64_candidate():
+    params = make_params(SHAPE, CPU)
+    fwd, grads = measure_accuracy(_impl(), params, SHAPE, CPU, tokens=1)
+    assert 1e-4 < fwd < 1e-2
+    # At T = 1, db is the upstream gradient itself: exact (the reference report shows 0.0 too).
+    assert grads.b == 0.0
+    assert 1e-4 < grads.temb < 1e-2
+
+    def fp64(temb, w, b):
+        return F.linear(F.silu(temb.double()), w.double(), b.double())
+
+    fwd64, grads64 = measure_accuracy(_impl(fp64), params, SHAPE, CPU, tokens=3)
+    # Its d_temb lands in temb's float32: only that one rounding remains.
+    assert fwd64 < 1e-12 and grads64.temb < 1e-6
+
+
+def test_rel_err_never_returns_nan():
+    assert rel_err(torch.tensor([float("nan")]), torch.tensor([1.0], dtype=torch.float64)) is None
+    assert rel_err(torch.zeros(2), torch.zeros(2, dtype=torch.float64)) == 0.0
+    assert rel_err(torch.tensor([1.5, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)) == 0.25
