@@ -154,6 +154,12 @@ def test_megatron_main_te_native(tmp_path):
     assert r["calls"][0]["args"] == {"backend": "te_native", "collective": "ordered"}
 
 
+def test_megatron_revision_without_te_native_refuses_it_itself(tmp_path):
+    r = drive("megatron_te_native", ["megatron_main"], tmp_path, {"ADALN_STANDIN_MEGATRON_BACKENDS": "deepgemm,triton"})
+    assert r["error"] == "ValueError"
+    assert "'te_native'" in r["message"]
+
+
 def test_megatron_016_triton_calls_without_argument(tmp_path):
     r = drive("megatron_triton", ["megatron_016"], tmp_path)
     assert r["path"] == f"{MEGATRON}.enable_batch_invariant_mode()"
