@@ -21,9 +21,12 @@ from adaln_bench.kernels.bundled import candidate as C  # noqa: E402
 
 OUT = os.environ.get("OUT") or "device-out"
 os.makedirs(OUT, exist_ok=True)
-# Which code paths this process tests (one process per path, so a crash in one cannot hide the other).
-PATHS = [p for p in os.environ.get("BUNDLED_PATHS", "sm90,portable").split(",") if p]
-TAG = "_".join(PATHS)
+# Which library this process tests (one process per library, so a crash in one cannot hide another):
+#   python3 scripts/device_kernel.py NAME PATH [DEFINE,DEFINE,...]   e.g.  sm90_narrow sm90 ADALN_FWD_TN=64
+LIB_NAME_ARG = sys.argv[1] if len(sys.argv) > 1 else "sm90"
+LIB_PATH_ARG = sys.argv[2] if len(sys.argv) > 2 else "sm90"
+LIB_DEFINES = tuple(d for d in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if d)
+TAG = LIB_NAME_ARG
 LOG = open(os.devnull, "w")
 RESULTS: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S")}
 D_FULL, N_FULL = 2688, 96768
@@ -78,8 +81,8 @@ def rel(x, ref):
 # ---------------------------------------------------------------------------------------------------------
 def load_libs():
     libs = {}
-    for path in PATHS:
-        target = B.Target(path, "sm_90a", 90)
+    for path in [LIB_NAME_ARG]:
+        target = B.Target(LIB_PATH_ARG, "sm_90a", 90, LIB_DEFINES)
         t0 = time.perf_counter()
         try:
             lib = B.load(target, log=log)
@@ -87,7 +90,8 @@ def load_libs():
             log(f"[load] {path}: FAILED {type(exc).__name__}: {exc}")
             RESULTS.setdefault("load", {})[path] = f"FAILED {exc}"[:3000]
             continue
-        log(f"[load] {path}: {lib.path} ({lib.path_name}) in {time.perf_counter() - t0:.1f} s meta={lib.meta}")
+        log(f"[load] {path}: {lib.path} ({lib.path_name}; {lib.config}) in {time.perf_counter() - t0:.1f} s "
+            f"meta={lib.meta}")
         RESULTS.setdefault("load", {})[path] = {"lib": str(lib.path), "meta": lib.meta}
         libs[path] = lib
     return libs
@@ -223,6 +227,64 @@ def timing(fns):
     return out
 
 
+def entry_timing(lib, reps=50):
+    """Device time of each C entry point alone (buffers preallocated, no torch/autograd around it)."""
+    out = {}
+    dev = DEV
+    for T in TS:
+        temb, w, b = inputs(T)
+        dy = upstream(T, N_FULL, 9)
+        act = torch.empty(T, D_FULL, dtype=torch.bfloat16, device=dev)
+        y = torch.empty(T, N_FULL, dtype=torch.bfloat16, device=dev)
+        dtemb = torch.empty(T, D_FULL, device=dev)
+        dw = torch.empty(N_FULL, D_FULL, dtype=torch.bfloat16, device=dev)
+        db = torch.empty(N_FULL, dtype=torch.bfloat16, device=dev)
+        nb = lib.dtemb_scratch_bytes(T, D_FULL, N_FULL)
+        scratch = torch.empty(nb, dtype=torch.uint8, device=dev)
+        st = torch.cuda.current_stream().cuda_stream
+        P = lambda x: x.data_ptr() if x is not None else None  # noqa: E731
+        calls = {
+            "fwd(silu+gemm)": lambda: lib.forward(P(temb), P(w), P(b), P(act), P(y), T, D_FULL, N_FULL, P(scratch),
+                                                  lib.gemm_ws_bytes, st),
+            "dtemb(gemm+fold)": lambda: lib.backward(P(dy), P(w), P(temb), P(act), P(dtemb), None, None, T, D_FULL,
+                                                     N_FULL, P(scratch), nb, st),
+            "dW": lambda: lib.backward(P(dy), P(w), P(temb), P(act), None, P(dw), None, T, D_FULL, N_FULL, P(scratch),
+                                       nb, st),
+            "db": lambda: lib.backward(P(dy), P(w), P(temb), P(act), None, None, P(db), T, D_FULL, N_FULL, P(scratch),
+                                       nb, st),
+        }
+        row = {}
+        for k, f in calls.items():
+            for _ in range(5):
+                f()
+            torch.cuda.synchronize()
+            ts = []
+            for _ in range(reps):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                f()
+                e1.record()
+                e1.synchronize()
+                ts.append(e0.elapsed_time(e1) * 1000)
+            row[k] = round(statistics.median(ts), 1)
+        # host time per call of the whole differentiable forward vs the cuBLAS path (no sync in between)
+        fn = C.make_forward(lib)
+        for name, f in (("host_us_bundled_fwd", fn), ("host_us_cublas_fwd", cublas)):
+            with torch.no_grad():
+                for _ in range(5):
+                    f(temb, w, b)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(20):
+                    f(temb, w, b)
+                row[name] = round((time.perf_counter() - t0) / 20 * 1e6, 1)
+                torch.cuda.synchronize()
+        out[T] = row
+        log(f"[entry] T={T}: {row}")
+        del dw, scratch
+    return out
+
+
 def kernel_breakdown(fns):
     """Per-kernel device time of one fwd+bwd step (torch.profiler), for the notes' gap-to-floor analysis."""
     from torch.profiler import ProfilerActivity, profile
@@ -296,27 +358,36 @@ def main():
         except Exception:  # noqa: BLE001
             log(f"[{name}] FAILED\n{traceback.format_exc()}")
             RESULTS["invariance"][name] = {"error": traceback.format_exc()[-3000:]}
-    # sm90 vs portable bits on the same 2048 single-row runs (the first process leaves its rows in /tmp)
+    # bits across libraries (tile shapes, instruction shapes) on the same 2048 single-row runs: each process
+    # leaves its rows in /tmp and compares with those already there
+    import glob
     for name, (sy, sg) in singles.items():
+        for other in sorted(glob.glob("/tmp/singles_*.pt")):
+            o = torch.load(other)
+            cmp = {"fwd_rows_differ": (sy.cpu() != o["y"]).any(1).sum().item(),
+                   "dtemb_rows_differ": (sg.cpu() != o["g"]).any(1).sum().item()}
+            RESULTS.setdefault("cross_library_bits", {})[f"{name} vs {os.path.basename(other)[8:-3]}"] = cmp
+            log(f"[cross-lib] {name} vs {os.path.basename(other)[8:-3]} (2048 single rows): {cmp}")
         torch.save({"y": sy.cpu(), "g": sg.cpu()}, f"/tmp/singles_{name}.pt")
-    if os.path.exists("/tmp/singles_bundled_sm90.pt") and os.path.exists("/tmp/singles_bundled_portable.pt"):
-        a = torch.load("/tmp/singles_bundled_sm90.pt")
-        c = torch.load("/tmp/singles_bundled_portable.pt")
-        RESULTS["sm90_vs_portable_bits"] = {"fwd_rows_differ": (a["y"] != c["y"]).any(1).sum().item(),
-                                            "dtemb_rows_differ": (a["g"] != c["g"]).any(1).sum().item()}
-        log(f"[cross-path] sm90 vs portable (2048 single rows): {RESULTS['sm90_vs_portable_bits']}")
     del singles
     torch.cuda.empty_cache()
     save()
     RESULTS["timing"] = timing(fns)
     save()
+    for path, lib in libs.items():
+        try:
+            RESULTS["entry_timing"] = entry_timing(lib)
+        except Exception:  # noqa: BLE001
+            log(f"[entry] FAILED\n{traceback.format_exc()}")
+    save()
     try:
-        RESULTS["profile"] = kernel_breakdown(fns)
+        RESULTS["profile"] = kernel_breakdown(fns) if os.environ.get("PROFILE") else None
     except Exception:  # noqa: BLE001
         log(f"[prof] FAILED\n{traceback.format_exc()}")
     save()
     # table
-    log("\n=== bundled kernel on " + torch.cuda.get_device_name(0) + " (us, median of 100; ratio = bundled/cuBLAS)")
+    log("\n=== bundled kernel on " + torch.cuda.get_device_name(0) + f" [{TAG}: {', '.join(lib.config for lib in libs.values())}]"
+        " (us, median of 100; ratio = bundled/cuBLAS)")
     for name in [k for k in fns if k.startswith("bundled")]:
         log(f"--- {name}")
         log(f"{'T':>5} {'fwd':>8} {'cublas':>8} {'ratio':>6} | {'fwd+bwd':>8} {'cublas':>8} {'ratio':>6}")
@@ -331,6 +402,8 @@ def main():
             bb, cc = row["bundled"], row["cublas"]
             log(f"  acc T={T}: fwd {bb['fwd']:.2e} (cublas {cc['fwd']:.2e}) temb {bb['temb']:.2e} "
                 f"(cublas {cc['temb']:.2e}) w {bb['w']:.2e} ({cc['w']:.2e}) b {bb['b']:.2e} ({cc['b']:.2e})")
+        for T, row in (RESULTS.get("entry_timing") or {}).items():
+            log(f"  entry T={T}: " + ", ".join(f"{k} {v}" for k, v in row.items()))
         inv = RESULTS["invariance"].get(name, {})
         log("  invariance: " + json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "first"}
                                            for k, v in inv.items() if isinstance(v, dict)}))

@@ -31,19 +31,25 @@ then
   export ADALN_BENCH_KERNEL_CACHE=/tmp/kcache
   echo "carried libraries unusable: building into $ADALN_BENCH_KERNEL_CACHE" | tee -a "$S"
 fi
+# Libraries to test: NAME:PATH:DEFINES (DEFINES empty = the shipped recipe; others are experiment variants).
+VARIANTS=${VARIANTS:-"sm90:sm90: sm90_narrow:sm90:ADALN_FWD_TN=64,ADALN_DACT_TN=64,ADALN_DW_TN=256 sm90_dispatch:sm90:ADALN_SMALL_T_MAX=64,ADALN_SMALL_TN=64,ADALN_DW_TN=256"}
 t0=$(date +%s)
-python3 -m adaln_bench.kernels.bundled.build --arch sm_90a 2>&1 | tee -a "$S"
-python3 -m adaln_bench.kernels.bundled.build --arch sm_90a --path portable 2>&1 | tee -a "$S"
+for v in $VARIANTS; do
+  IFS=: read -r name path defs <<< "$v"
+  python3 -m adaln_bench.kernels.bundled.build --arch sm_90a --path "$path" ${defs:+$(printf -- '--define %s ' ${defs//,/ })} 2>&1 | tee -a "$S"
+done
 echo "build/load step: $(( $(date +%s) - t0 )) s" | tee -a "$S"
 for l in "$ADALN_BENCH_KERNEL_CACHE"/*sm_90a*/libadaln_bundled.so; do
   command -v cuobjdump >/dev/null && echo "$l: $(cuobjdump --dump-sass "$l" | grep -c HGMMA) HGMMA, $(cuobjdump --dump-sass "$l" | grep -c HMMA) HMMA SASS lines" | tee -a "$S"
 done
 timeout 90 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_bundled_gpu.py 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -4
-for p in sm90 portable; do
-  BUNDLED_PATHS=$p timeout 170 python3 scripts/device_kernel.py > "$OUT/bench_$p.txt" 2>&1
-  echo "bench $p rc=$?"
+for v in $VARIANTS; do
+  IFS=: read -r name path defs <<< "$v"
+  timeout 150 python3 scripts/device_kernel.py "$name" "$path" "$defs" > "$OUT/bench_$name.txt" 2>&1
+  echo "bench $name rc=$?"
 done
-grep -h '^\[sanity\|^\[candidate\|^\[cross\|FAILED\|Error' "$OUT"/bench_*.txt | cut -c1-400 | tail -20
-grep -h '^\[prof\]' "$OUT"/bench_*.txt | cut -c1-700
-sed -n '/^=== bundled/,$p' "$OUT/bench_portable.txt"
-sed -n '/^=== bundled/,$p' "$OUT/bench_sm90.txt"
+grep -h '^\[sanity\|^\[candidate\|^\[cross\|FAILED\|Error' "$OUT"/bench_*.txt | cut -c1-300 | tail -20
+for v in $VARIANTS; do
+  IFS=: read -r name path defs <<< "$v"
+  sed -n '/^=== bundled/,$p' "$OUT/bench_$name.txt" | grep -v '^  acc T=[34]:'
+done

@@ -12,9 +12,12 @@
 #include "gemms.h"
 
 #if defined(ADALN_PATH_SM90)
+#include "sm90_config.h"
 #define ADALN_PATH_NAME "sm90 wgmma (CUTLASS 3 TMA warp-specialized cooperative, swap-AB)"
+#define ADALN_CONFIG ADALN_SM90_CONFIG
 #elif defined(ADALN_PATH_PORTABLE)
 #define ADALN_PATH_NAME "portable mma.sync (CUTLASS 2 GemmUniversal, sm80+)"
+#define ADALN_CONFIG "tiles fwd 64(T)x256x32, d_act 64(T)x128x32, dW 128x128x32, 4 stages; no T dispatch"
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
 #endif
@@ -149,7 +152,7 @@ __global__ void fold_dtemb(const float4* __restrict__ P, int64_t nch, int64_t pl
   }
 }
 
-// db[n] = sum_t dY[t, n], t ascending, fp32, one rounding to bf16. 8 columns per thread, 16 rows of loads in
+// db[n] = sum_t dY[t, n], t ascending, fp32, one rounding to bf16. 8 columns per thread, 32 rows of loads in
 // flight before the adds (which stay in ascending t).
 __global__ void colsum_db(const uint4* __restrict__ dY, uint4* __restrict__ db, int64_t T, int64_t N8) {
   int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -158,12 +161,12 @@ __global__ void colsum_db(const uint4* __restrict__ dY, uint4* __restrict__ db, 
 #pragma unroll
   for (int q = 0; q < 8; ++q) s[q] = 0.0f;
   int64_t t = 0;
-  for (; t + 16 <= T; t += 16) {
-    uint4 v[16];
+  for (; t + 32 <= T; t += 32) {
+    uint4 v[32];
 #pragma unroll
-    for (int u = 0; u < 16; ++u) v[u] = dY[(t + u) * N8 + j];
+    for (int u = 0; u < 32; ++u) v[u] = dY[(t + u) * N8 + j];
 #pragma unroll
-    for (int u = 0; u < 16; ++u) {
+    for (int u = 0; u < 32; ++u) {
       const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[u]);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
@@ -216,6 +219,7 @@ extern "C" {
 
 ADALN_API int adaln_abi_version(void) { return 1; }
 ADALN_API const char* adaln_path(void) { return ADALN_PATH_NAME; }
+ADALN_API const char* adaln_config(void) { return ADALN_CONFIG; }
 ADALN_API int adaln_required_cc(void) { return ADALN_REQUIRED_CC; }
 
 ADALN_API void adaln_chunking(int64_t N, int64_t* kchunk, int64_t* nchunks, int64_t* t_block) {

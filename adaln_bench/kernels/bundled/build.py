@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 ABI_VERSION = 1
 LIB_NAME = "libadaln_bundled.so"
 
-COMMON_HEADERS = ("gemms.h",)
+COMMON_HEADERS = ("gemms.h", "sm90_config.h")
 PATH_SOURCES = {
     "sm90": ("api.cu", "sm90_fwd.cu", "sm90_dact.cu", "sm90_dw.cu"),
     "portable": ("api.cu", "portable_gemms.cu"),
@@ -56,6 +56,7 @@ class Target:
     path: str  # "sm90" or "portable"
     arch: str  # e.g. "sm_90a"
     cc: int  # compute capability as 10*major + minor the library requires (exactly)
+    defines: tuple[str, ...] = ()  # experiment variants only, e.g. ("ADALN_FWD_TN=64",); empty = shipped recipe
 
     @property
     def gencode(self) -> str:
@@ -63,10 +64,10 @@ class Target:
 
     def flags(self) -> list[str]:
         return [*BASE_FLAGS, self.gencode, f"-DADALN_PATH_{self.path.upper()}", f"-DADALN_REQUIRED_CC={self.cc}",
-                "-DADALN_EXACT_CC=1"]
+                "-DADALN_EXACT_CC=1", *(f"-D{d}" for d in self.defines)]
 
 
-def target_for_arch(path: str, arch: str) -> Target:
+def target_for_arch(path: str, arch: str, defines: tuple[str, ...] = ()) -> Target:
     """A build target named explicitly (CI, prebuilds): path "sm90"/"portable", arch like "sm_90a"."""
     if path not in PATH_SOURCES:
         raise ValueError(f"unknown code path {path!r} (known: {', '.join(PATH_SOURCES)})")
@@ -77,7 +78,7 @@ def target_for_arch(path: str, arch: str) -> Target:
         raise ValueError(f"arch must look like sm_90a, got {arch!r}")
     if path == "sm90" and arch != "sm_90a":
         raise ValueError("the sm90 (wgmma) path builds for sm_90a only")
-    return Target(path, arch, int(digits))
+    return Target(path, arch, int(digits), tuple(defines))
 
 
 def target_for_capability(major: int, minor: int, forced_path: Optional[str] = None) -> Target:
@@ -276,6 +277,7 @@ class Library:
         i64, vp, sz = ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t
         L.adaln_abi_version.restype = ctypes.c_int
         L.adaln_path.restype = ctypes.c_char_p
+        L.adaln_config.restype = ctypes.c_char_p
         L.adaln_required_cc.restype = ctypes.c_int
         L.adaln_chunking.argtypes = [i64, ctypes.POINTER(i64), ctypes.POINTER(i64), ctypes.POINTER(i64)]
         L.adaln_chunking.restype = None
@@ -293,6 +295,7 @@ class Library:
         if L.adaln_required_cc() != target.cc:
             raise BuildError(f"{lib_path}: built for cc {L.adaln_required_cc()}, expected {target.cc}")
         self.path_name = L.adaln_path().decode()
+        self.config = L.adaln_config().decode()
         self.gemm_ws_bytes = int(L.adaln_gemm_workspace_bytes())
 
     def chunking(self, n: int) -> tuple[int, int, int]:
@@ -337,16 +340,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--path", choices=("auto", "sm90", "portable"), default="auto",
                    help="auto: sm90 for sm_90a, portable otherwise")
     p.add_argument("--out", type=Path, default=None, help="write the library here instead of the cache")
+    p.add_argument("--define", action="append", default=[], help="experiment variant, e.g. ADALN_FWD_TN=64")
     args = p.parse_args(argv)
     for arch in args.arch or ["sm_90a"]:
         path = args.path if args.path != "auto" else ("sm90" if arch == "sm_90a" else "portable")
-        target = target_for_arch(path, arch)
+        target = target_for_arch(path, arch, tuple(args.define))
         if args.out is not None:
             meta = compile_library(target, args.out / library_dir(target).name, log=print)
             print(json.dumps(meta, indent=2))
         else:
             lib, meta = ensure_library(target, log=print)
-            print(f"{target.path} {target.arch}: {lib} ({'cached' if meta.get('prebuilt_or_cached') else 'built'})")
+            print(f"{target.path} {target.arch} {' '.join(target.defines)}: {lib} "
+                  f"({'cached' if meta.get('prebuilt_or_cached') else 'built'})")
     return 0
 
 

@@ -160,6 +160,7 @@ def _build_impl(ctx: BuildContext) -> Implementation:
     details = {
         "path": lib.target.path,
         "code_path": lib.path_name,
+        "config": lib.config,
         "arch": lib.target.arch,
         "library": str(lib.path),
         "cache_key": str(meta.get("key", "")),

@@ -1,5 +1,5 @@
 // CUTLASS 3.x Hopper (sm_90a) building blocks: TMA + wgmma, warp-specialized cooperative persistent kernels.
-// One tile configuration per GEMM, used for every T (the batch never selects a kernel).
+// One tile configuration per GEMM, used for every T (see sm90_config.h).
 #pragma once
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -11,11 +11,11 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "gemms.h"
+#include "sm90_config.h"
 
 namespace adaln {
 using namespace cute;
 using bf16 = cutlass::bfloat16_t;
-using TileShape = Shape<_128, _128, _64>;
 using ClusterShape = Shape<_1, _1, _1>;
 using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;

@@ -6,23 +6,27 @@
 namespace adaln {
 namespace {
 using Fusion = cutlass::epilogue::fusion::LinearCombination<float, float, void, float>;
-using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::ColumnMajor, 4, float,
-    cutlass::layout::ColumnMajor, 4, EpilogueSchedule, Fusion>::CollectiveOp;
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, cutlass::layout::ColumnMajor, 8, bf16,
-    cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    MainloopSchedule>::CollectiveOp;
-using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue,
-                                                    cutlass::gemm::PersistentScheduler>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-}  // namespace
 
-int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
-              int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
+template <class TileShape>
+struct DactGemm {
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::ColumnMajor, 4, float,
+      cutlass::layout::ColumnMajor, 4, EpilogueSchedule, Fusion>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, cutlass::layout::ColumnMajor, 8, bf16,
+      cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      MainloopSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+template <class Gemm>
+int launch_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
+                int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   using SA = typename Gemm::GemmKernel::StrideA;
   using SB = typename Gemm::GemmKernel::StrideB;
   using SC = typename Gemm::GemmKernel::StrideC;
@@ -31,16 +35,25 @@ int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t
   SB sb = make_stride(N, _1{}, kchunk);      // (n=t, k=n, l=c) -> dY[t*N + c*kchunk + n]
   SD sd = make_stride(_1{}, D, plane);       // (m=d, n=t, l=c) -> P[c*plane + t*D + d]
   SC sc = sd;
-  const bf16* a = reinterpret_cast<const bf16*>(W);
-  const bf16* b = reinterpret_cast<const bf16*>(dY);
-  float* d = partial;
   typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kBatched,
                                 {int(D), int(Tb), int(kchunk), int(L)},
-                                {a, sa, b, sb},
-                                {{}, nullptr, sc, d, sd}};
+                                {reinterpret_cast<const bf16*>(W), sa, reinterpret_cast<const bf16*>(dY), sb},
+                                {{}, nullptr, sc, partial, sd}};
   args.epilogue.thread.alpha = 1.0f;
   args.epilogue.thread.beta = 0.0f;
   args.hw_info.sm_count = sm_count;
   return run_gemm<Gemm>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
+}
+}  // namespace
+
+int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
+              int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
+#if ADALN_SMALL_T_MAX > 0
+  if (Tb <= ADALN_SMALL_T_MAX)
+    return launch_dact<typename DactGemm<Shape<Int<ADALN_DACT_TM>, Int<ADALN_SMALL_TN>, _64>>::Gemm>(
+        W, dY, partial, Tb, D, N, L, kchunk, plane, sm_count, ws, ws_bytes, stream, err);
+#endif
+  return launch_dact<typename DactGemm<Shape<Int<ADALN_DACT_TM>, Int<ADALN_DACT_TN>, _64>>::Gemm>(
+      W, dY, partial, Tb, D, N, L, kchunk, plane, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln

@@ -3,6 +3,7 @@
 
 namespace adaln {
 namespace {
+using TileShape = Shape<Int<ADALN_DW_TM>, Int<ADALN_DW_TN>, _64>;
 using Fusion = cutlass::epilogue::fusion::LinearCombination<bf16, float, void, float>;
 using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,

@@ -8,23 +8,27 @@ namespace {
 using ElementD = bf16;
 // ElementSource = void: no C term at all (D = bf16(fma(1, acc, bias))), not beta*C with an unloaded C.
 using Fusion = cutlass::epilogue::fusion::LinCombPerRowBias<ElementD, float, bf16, void, float, 8>;
-using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::ColumnMajor, 8, ElementD,
-    cutlass::layout::ColumnMajor, 8, EpilogueSchedule, Fusion>::CollectiveOp;
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, cutlass::layout::RowMajor, 8, bf16,
-    cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    MainloopSchedule>::CollectiveOp;
-using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue,
-                                                    cutlass::gemm::PersistentScheduler>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-}  // namespace
 
-int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
-             void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
+template <class TileShape>
+struct FwdGemm {
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::ColumnMajor, 8, ElementD,
+      cutlass::layout::ColumnMajor, 8, EpilogueSchedule, Fusion>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, cutlass::layout::RowMajor, 8, bf16,
+      cutlass::layout::ColumnMajor, 8, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      MainloopSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+template <class Gemm>
+int launch_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N,
+               int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   using SA = typename Gemm::GemmKernel::StrideA;
   using SB = typename Gemm::GemmKernel::StrideB;
   using SC = typename Gemm::GemmKernel::StrideC;
@@ -43,5 +47,17 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
   args.hw_info.sm_count = sm_count;
   args.scheduler.raster_order = cutlass::gemm::kernel::detail::RasterOrderOptions::AlongN;
   return run_gemm<Gemm>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
+}
+}  // namespace
+
+int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
+             void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
+#if ADALN_SMALL_T_MAX > 0
+  if (T <= ADALN_SMALL_T_MAX)
+    return launch_fwd<typename FwdGemm<Shape<Int<ADALN_FWD_TM>, Int<ADALN_SMALL_TN>, _64>>::Gemm>(
+        W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
+#endif
+  return launch_fwd<typename FwdGemm<Shape<Int<ADALN_FWD_TM>, Int<ADALN_FWD_TN>, _64>>::Gemm>(
+      W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
