@@ -606,3 +606,27 @@ def test_end_to_end_exit_codes(tmp_path):
     assert _subprocess(["diff", str(REFERENCE), h200]).returncode == 3
     bad = _subprocess(["diff", str(REFERENCE), garbage])
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
+
+
+def test_candidate_gone_from_a_mode_and_a_crash_are_missing_with_their_status():
+    def edit(data):
+        del data["results"]["plain"]["rl_kernel"]
+        data["results"]["vllm"]["diffusers[vllm]"] = {"unavailable": "child exited with signal 11", "status": "crashed"}
+        data["incomplete"] = True
+
+    result = diff(edited(edit))
+    assert [(r.mode, r.candidate, r.verdict, r.new, r.note) for r in result.changes] == [
+        ("plain", "rl_kernel", Verdict.MISSING, "absent", "no longer in the report"),
+        ("vllm", "diffusers[vllm]", Verdict.MISSING, "unavailable", "crashed: child exited with signal 11"),
+    ]
+    assert [(c.field, c.old, c.new) for c in result.config] == [("incomplete", False, True)]
+
+
+def test_cli_all_lists_same_rows_too(tmp_path, capsys):
+    code, out, _ = run_cli(["diff", str(REFERENCE), str(REFERENCE), "--all", "--markdown"], capsys)
+    assert code == EXIT_OK
+    rows_section = out.split("### All rows")[1].split("<details>")[0]
+    assert rows_section.count("| SAME |") == REFERENCE_ROWS
+    code, out, _ = run_cli(["diff", str(REFERENCE), str(REFERENCE), "--markdown"], capsys)
+    changes_section = out.split("### Changes")[1].split("<details>")[0]
+    assert changes_section.strip() == "Every row is SAME."

@@ -103,7 +103,8 @@ diff_command.__doc__ = HELP
 # --- shared formatting ------------------------------------------------------------------------------
 
 
-def describe_report(label: str, report: Report) -> str:
+def report_facts(report: Report) -> str:
+    """kind, commit, device and quick flag: enough to tell two reports apart at a glance."""
     commit = report.tool.commit if report.tool and report.tool.commit else report.rl_kernel_commit
     dirty = report.tool.dirty if report.tool else report.tracked_tree_dirty
     parts = [report.kind]
@@ -112,7 +113,7 @@ def describe_report(label: str, report: Report) -> str:
     parts.append(report.environment.gpu or report.device or report.environment.device or "unknown device")
     if report.quick:
         parts.append("quick")
-    return f"{label} ({', '.join(parts)})"
+    return ", ".join(parts)
 
 
 def format_value(metric: str, value: Value) -> str:
@@ -145,6 +146,8 @@ def headline(result: ReportDiff, fail_on: FailOn, code: int) -> str:
     tally = ", ".join(f"{counts[v.value]} {v.value}" for v in VERDICT_ORDER if counts[v.value])
     if regressions:
         what = f"{regressions} regression{'s' if regressions != 1 else ''}"
+    elif result.changes and code == 1:
+        what = f"{len(result.changes)} change{'s' if len(result.changes) != 1 else ''} (--fail-on any-change)"
     elif result.changes:
         what = "no regression"
     else:
@@ -197,7 +200,7 @@ def render_rich(result: ReportDiff, sides: dict[str, tuple[str, Report]], fail_o
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
     console = Console(width=width, highlight=False)
     for label, (arg, report) in sides.items():
-        console.print(f"[bold]{label}[/]: {escape(describe_report(arg, report))}")
+        console.print(f"[bold]{label}[/]: {escape(arg)} ({escape(report_facts(report))})")
     t = result.thresholds
     console.print(f"thresholds: latency {t.latency:.0%} (and quartiles apart), accuracy {t.accuracy:.0%} "
                   f"(floor {t.accuracy_floor:g}); fail on {fail_on.value}")
@@ -283,7 +286,7 @@ def render_markdown(result: ReportDiff, sides: dict[str, tuple[str, Report]], fa
     mark = "❌" if code == 1 else ("⚠️" if code == 3 else "✅")
     out = [f"## adaln-bench diff {mark} {_md(headline(result, fail_on, code))} (exit {code})", ""]
     for label, (arg, report) in sides.items():
-        out.append(f"- **{label}**: `{arg}` ({_md(describe_report('', report).strip(' ()'))})")
+        out.append(f"- **{label}**: `{arg}` ({_md(report_facts(report))})")
     t = result.thresholds
     out += [f"- thresholds: latency {t.latency:.0%} and quartiles apart; accuracy {t.accuracy:.0%}, "
             f"floor {t.accuracy_floor:g}; fail on {fail_on.value}", ""]
