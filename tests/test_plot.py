@@ -146,7 +146,7 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
 def test_latency_series_carry_quartiles_only_when_every_point_has_them():
     data = copy.deepcopy(REFERENCE_DATA)
     points = data["results"]["plain"]["rl_kernel"]["accuracy_latency"]
-    for t, point in points.items():
+    for point in points.values():
         m = point["fwd_us"]
         point["fwd_us_dist"] = {"min": m * 0.9, "q1": m * 0.95, "median": m, "q3": m * 1.05, "max": m * 1.1,
                                 "count": 100}

@@ -33,14 +33,19 @@ from adaln_bench.reports.git_source import load_report
 from adaln_bench.reports.schema import Report
 from adaln_bench.reports.thresholds import resolve_thresholds, thresholds_as_dict
 
-HELP = """Compare two reports and give a verdict per mode, candidate and metric.
-
-OLD and NEW are each a report file or REV:path read from git in the current repository (for example main:results/b200/nightly.json or HEAD~1:./report.json).
-
-Verdicts: SAME, BETTER, WORSE, AMBIGUOUS (changed, but within the noise or in no clear direction), MISSING (a result that is gone), NEW. WORSE and MISSING are regressions. Losing batch invariance is a regression whatever else changed. A latency is WORSE or BETTER only when the medians differ by more than the threshold and the interquartile ranges do not overlap.
-
-Exit codes: 0 no regression; 1 regression (or any change, with --fail-on any-change); 2 bad input (unreadable file, not a report, bad REV:path, bad thresholds); 3 not comparable (different GPUs, one quick and one full report, different shapes). See docs/diff.md.
-"""
+# Paragraphs are single lines: typer reflows them to the terminal's width.
+HELP = (
+    "Compare two reports and give a verdict per mode, candidate and metric.\n\n"
+    "OLD and NEW are each a report file or REV:path read from git in the current repository "
+    "(for example main:results/b200/nightly.json or HEAD~1:./report.json).\n\n"
+    "Verdicts: SAME, BETTER, WORSE, AMBIGUOUS (changed, but within the noise or in no clear direction), "
+    "MISSING (a result that is gone), NEW. WORSE and MISSING are regressions. Losing batch invariance is a "
+    "regression whatever else changed. A latency is WORSE or BETTER only when the medians differ by more than "
+    "the threshold and the interquartile ranges do not overlap.\n\n"
+    "Exit codes: 0 no regression; 1 regression (or any change, with --fail-on any-change); "
+    "2 bad input (unreadable file, not a report, bad REV:path, bad thresholds); "
+    "3 not comparable (different GPUs, one quick and one full report, different shapes). See docs/diff.md.\n"
+)
 
 VERDICT_STYLE = {
     Verdict.SAME: "dim",

@@ -184,7 +184,7 @@ def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str])
 
     all_ts = sorted({t for _, r in reports for s in series(r, "fwd_us") + series(r, "fwd_rel_err") for t in s.ts})
     for ax, (title, metric) in zip(axes, LATENCY_PANELS + ERROR_PANELS):
-        for (label, report), line_style in zip(reports, LINE_STYLES):
+        for (_, report), line_style in zip(reports, LINE_STYLES):
             for s in series(report, metric):
                 colour, marker = style[s.key]
                 ax.plot(s.ts, s.values, linestyle=line_style, color=colour, marker=marker, markersize=6,
