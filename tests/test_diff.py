@@ -385,6 +385,19 @@ def test_different_shapes_are_not_comparable():
     assert result.not_comparable[0].startswith("different shapes")
 
 
+def test_the_reference_is_taken_as_the_h3_shape():
+    h3 = edited(lambda d: d.update(shape={"dim": 2688, "hidden": 5376, "modalities": 3, "out_features": 96768,
+                                          "preset": "h3"}))
+    flux = edited(lambda d: d.update(shape={"dim": 3072, "hidden": 3072, "modalities": 1, "out_features": 18432,
+                                            "preset": "flux"}))
+    assert diff(h3).config == ()  # same dimensions: nothing to say
+    result = diff(flux)
+    assert exit_code(result) == EXIT_NOT_COMPARABLE
+    assert result.not_comparable == (
+        "different shapes: OLD D=2688 H=5376 M=3 N=96768 (H3, implied by kind h3_prior_art), "
+        "NEW D=3072 H=3072 M=1 N=18432 (flux)",)
+
+
 def test_software_differences_are_listed_but_do_not_block():
     def upgrade(data):
         data["environment"]["torch"] = "2.14.0+cu130"
