@@ -568,6 +568,7 @@ def git_repo(tmp_path, monkeypatch):
     git("init", "-q", "-b", "main")
     git("config", "user.email", "test@example.com")
     git("config", "user.name", "test")
+    git("config", "commit.gpgsign", "false")
     (tmp_path / "results").mkdir()
     write(tmp_path / "results", "r.json", REFERENCE_DATA)
     git("add", "results/r.json")

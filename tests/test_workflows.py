@@ -206,6 +206,7 @@ def repo(tmp_path) -> Repo:
     r.git("init", "-q", "-b", "main")
     r.git("config", "user.email", "test@example.com")
     r.git("config", "user.name", "test")
+    r.git("config", "commit.gpgsign", "false")
     r.commit_file("README")
     return r
 
