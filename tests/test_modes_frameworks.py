@@ -180,7 +180,8 @@ def test_megatron_016_te_native_is_unavailable_with_the_reason(tmp_path):
 def _git(*args: str, cwd: Path) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
-    return subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+    argv = ["git", "-c", "commit.gpgsign=false", *args]
+    return subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
