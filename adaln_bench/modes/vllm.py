@@ -35,7 +35,10 @@ def enable(options: ModeOptions) -> Switch:
 VLLM = register(
     Mode(
         name="vllm",
-        description="vLLM enable_batch_invariant_mode() with CUBLAS_WORKSPACE_CONFIG=:16:8, CUBLASLT_WORKSPACE_SIZE=1; no switch-off",
+        description=(
+            "vLLM enable_batch_invariant_mode() with CUBLAS_WORKSPACE_CONFIG=:16:8, "
+            "CUBLASLT_WORKSPACE_SIZE=1; no switch-off"
+        ),
         kind="framework",
         env=ENV,
         libraries=("vllm", "triton"),
