@@ -43,6 +43,25 @@ for _name, _module, _attr in COMMANDS:
     _register(_name, _module, _attr)
 
 
+def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """Usage and other click errors: typer >= 0.29 raises those of its bundled click copy, older ones click's."""
+    usage: list[type] = []
+    other: list[type] = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            import importlib
+
+            exceptions = importlib.import_module(module)
+        except ImportError:
+            continue
+        usage.append(exceptions.UsageError)
+        other.append(exceptions.ClickException)
+    return tuple(usage), tuple(other)
+
+
+_CLICK_USAGE, _CLICK_OTHER = _click_exception_types()
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         # Without standalone mode click returns a command's typer.Exit code instead of exiting.
@@ -55,15 +74,11 @@ def main(argv: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         print("adaln-bench: interrupted", file=sys.stderr)
         sys.exit(130)
-    except Exception as exc:  # click's usage errors are the user's too
-        import click
-
-        if isinstance(exc, click.exceptions.UsageError):
-            print(f"adaln-bench: {exc.format_message()}", file=sys.stderr)
-            sys.exit(2)
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except _CLICK_USAGE as exc:  # a usage mistake (unknown option, missing argument) is the user's too
+        print(f"adaln-bench: {exc.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except _CLICK_OTHER as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
     if isinstance(code, int) and code != 0:
         sys.exit(code)

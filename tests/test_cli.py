@@ -74,6 +74,8 @@ def test_report_markdown(reference_path):
     (("run", *TINY, "--timeout", "-1"), "--timeout must be a positive"),
     (("run", *TINY, "--candidate", "no_such_module_xyz:fn"), "is not importable"),
     (("report", "/nonexistent/report.json"), "no such file"),
+    (("run", "--bogus"), "No such option: --bogus"),
+    (("diff",), "Missing argument 'OLD'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     proc = run_cli(*args, cwd=tmp_path)
