@@ -42,10 +42,10 @@ echo "build/load step: $(( $(date +%s) - t0 )) s" | tee -a "$S"
 for l in "$ADALN_BENCH_KERNEL_CACHE"/*sm_90a*/libadaln_bundled.so; do
   command -v cuobjdump >/dev/null && echo "$l: $(cuobjdump --dump-sass "$l" | grep -c HGMMA) HGMMA, $(cuobjdump --dump-sass "$l" | grep -c HMMA) HMMA SASS lines" | tee -a "$S"
 done
-timeout 90 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_bundled_gpu.py 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -4
+timeout 60 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_bundled_gpu.py 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -4
 for v in $VARIANTS; do
   IFS=: read -r name path defs <<< "$v"
-  timeout 150 python3 scripts/device_kernel.py "$name" "$path" "$defs" > "$OUT/bench_$name.txt" 2>&1
+  timeout 80 python3 scripts/device_kernel.py "$name" "$path" "$defs" > "$OUT/bench_$name.txt" 2>&1
   echo "bench $name rc=$?"
 done
 grep -h '^\[sanity\|^\[candidate\|^\[cross\|FAILED\|Error' "$OUT"/bench_*.txt | cut -c1-300 | tail -20
