@@ -29,7 +29,7 @@ class Switch:
     library_version: Optional[str] = None
     off: Optional[Callable[[], None]] = None  # None: the mode has no switch-off
     on: Optional[Callable[[], None]] = None  # switch back on after the reference
-    notes: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, Optional[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
