@@ -40,3 +40,16 @@ def raises(temb, w, b):
     if _misbehave_here():
         raise RuntimeError("deliberate failure inside the candidate")
     return _linear(temb, w, b)
+
+
+def barrier(temb, w, b):
+    """Waits until every mode named in FIXTURE_BARRIER_MODES has reached it: passes only if they run at once."""
+    folder = Path(os.environ["FIXTURE_BARRIER_DIR"])
+    me = "cublaslt_ws1" if "CUBLASLT_WORKSPACE_SIZE" in os.environ else "plain"
+    (folder / me).write_text(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    deadline = time.monotonic() + 120
+    while not all((folder / m).exists() for m in os.environ["FIXTURE_BARRIER_MODES"].split(",")):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the other mode never arrived: modes did not run concurrently")
+        time.sleep(0.1)
+    return _linear(temb, w, b)

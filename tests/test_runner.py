@@ -79,3 +79,27 @@ def test_interrupt_keeps_finished_modes_and_marks_incomplete(tmp_path):
     assert "batch_invariance" in report["results"]["plain"]["fixture_candidates:hang"]
     assert report["modes"]["cublaslt_ws1"]["status"] == "interrupted"
     assert report["results"]["cublaslt_ws1"]["fixture_candidates:hang"]["status"] == "interrupted"
+
+
+def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
+    from adaln_bench.harness.assemble import shape_model
+    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.modes.registry import all_modes
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(TESTS)]))
+    monkeypatch.setenv("FIXTURE_BARRIER_DIR", str(tmp_path))
+    monkeypatch.setenv("FIXTURE_BARRIER_MODES", "plain,cublaslt_ws1")
+    modes = all_modes()
+    options = ChildOptions(device="cpu", shape=shape_model(PRESETS["tiny"]), quick=True, timeout_s=200)
+    outcomes = {}
+    runner = ModeRunner(options, [0, 1], lambda mode, event: None)
+    runner.run_all([ModeJob(modes["plain"], ["fixture_candidates:barrier"]),
+                    ModeJob(modes["cublaslt_ws1"], ["fixture_candidates:barrier"])],
+                   lambda name, outcome: outcomes.__setitem__(name, outcome))
+    assert {n: o.run.status for n, o in outcomes.items()} == {"plain": "ok", "cublaslt_ws1": "ok"}
+    # Each child saw only its own GPU.
+    assert {o.run.gpu_index for o in outcomes.values()} == {0, 1}
+    assert {(tmp_path / m).read_text() for m in ("plain", "cublaslt_ws1")} == {"0", "1"}
+    for name, outcome in outcomes.items():
+        assert (tmp_path / name).read_text() == str(outcome.run.gpu_index)
