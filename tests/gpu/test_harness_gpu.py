@@ -1,0 +1,27 @@
+"""The harness on a real GPU: a quick run per mode through child processes, and what the child observed."""
+import json
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.gpu
+
+
+def test_quick_cuda_run_of_plain_and_the_cublaslt_recipe(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", "--device", "cuda", "--preset", "small", "--quick", "--quiet", "--mode", "plain",
+                   "--mode", "cublaslt_ws1", "--candidate", "diffusers", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["environment"]["gpu"] and report["environment"]["capability"][0] >= 8
+    recipe = report["modes"]["cublaslt_ws1"]["observed"]
+    assert recipe["preferred_blas"] == "cublaslt"
+    assert recipe["bf16_reduced_precision_reduction"] is False
+    assert recipe["env_seen"]["CUBLASLT_WORKSPACE_SIZE"] == "1"
+    assert report["modes"]["plain"]["observed"]["env_seen"]["CUBLASLT_WORKSPACE_SIZE"] is None
+    for mode in ("plain", "cublaslt_ws1"):
+        entry = report["results"][mode][f"diffusers[{mode}]"]
+        acc = entry["accuracy_latency"]["3"]
+        assert acc["clock"] == "cuda_event" and 0 < acc["fwd_rel_err"] < 1e-2
+        assert entry["fingerprint"]["output_sha256"]
