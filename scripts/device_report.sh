@@ -28,5 +28,10 @@ python3 -m adaln_bench run --device cuda --out "$OUT/report.json" "$@" > "$OUT/r
 rc=$?
 echo "run exit $rc after $(( $(date +%s) - start )) s"
 tail -c 3000 "$OUT/run.log"
+if [ -n "${GPU_TESTS:-}" ]; then
+  echo "== GPU tests"
+  timeout "${GPU_TESTS_TIMEOUT:-180}" python3 -m pytest -q -m gpu tests/gpu > "$OUT/gpu-tests.log" 2>&1
+  echo "gpu tests exit $?"; tail -n 15 "$OUT/gpu-tests.log"
+fi
 [ -f "$OUT/report.json" ] && python3 -m adaln_bench report "$OUT/report.json" --markdown
 exit $rc
