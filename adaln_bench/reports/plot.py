@@ -68,13 +68,20 @@ def pair_label(mode: str, candidate: str) -> str:
 
 
 def pairs(reports: list[Report]) -> list[tuple[str, str]]:
-    """Every (mode, candidate) in any report, in the order they first appear."""
+    """Every (mode, candidate) with a result in any report, in the order they first appear. Pairs that are
+    unavailable everywhere are left out: they have nothing to draw and would only crowd the colours."""
     seen: dict[tuple[str, str], None] = {}
     for report in reports:
         for mode, candidates in report.results.items():
-            for candidate in candidates:
-                seen.setdefault((mode, candidate), None)
+            for candidate, entry in candidates.items():
+                if isinstance(entry, CandidateResult):
+                    seen.setdefault((mode, candidate), None)
     return list(seen)
+
+
+def pairs_without_result(reports: list[Report]) -> int:
+    every = {(m, c) for r in reports for m, cands in r.results.items() for c in cands}
+    return len(every - set(pairs(reports)))
 
 
 def _value(point: AccuracyLatency, metric: str) -> Optional[float]:
@@ -252,8 +259,10 @@ def _draw_matrix(ax, reports: list[tuple[str, Report]], all_pairs: list[tuple[st
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    ax.set_title("Batch invariance: rows or batches that differ (green: none, red: some, grey: no result)",
-                 fontsize=11, loc="right", pad=32 if len(reports) > 1 else 6)
+    hidden = pairs_without_result([r for _, r in reports])
+    note = f"\n{hidden} (mode, candidate) pairs without a result are not shown" if hidden else ""
+    ax.set_title(f"Batch invariance: rows or batches that differ\n(green: none, red: some, grey: no result){note}",
+                 fontsize=11, loc="center", pad=32 if len(reports) > 1 else 6)
 
 
 def _title(reports: list[tuple[str, Report]]) -> str:
