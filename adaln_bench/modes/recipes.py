@@ -15,15 +15,11 @@ A recipe file holds one table per recipe:
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from adaln_bench.errors import UserError
 from adaln_bench.modes.registry import Mode, TorchSettings, register
+from adaln_bench.toml_file import read_toml
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 CUBLASLT_WS1 = register(
     Mode(
@@ -70,14 +66,7 @@ def _recipe_from_table(name: str, table: dict, origin: str) -> Mode:
 
 def load_recipe_file(path: str) -> list[Mode]:
     origin = str(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{origin}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{origin}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{origin}: not valid TOML: {exc}") from None
+    data = read_toml(path)
     recipes = data.get("recipes")
     if not isinstance(recipes, dict) or not recipes:
         raise UserError(f"{origin}: no [recipes.<name>] tables")

@@ -5,6 +5,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 from pydantic import ValidationError
 
@@ -52,6 +53,11 @@ def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
 
 
 def write_text_atomic(text: str, path: str | os.PathLike[str]) -> Path:
+    return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> Path:
+    """Write to a temporary file beside `path`, then rename it there: `path` is never half-written."""
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -59,8 +65,8 @@ def write_text_atomic(text: str, path: str | os.PathLike[str]) -> Path:
     except OSError as exc:
         raise UserError(f"{target}: cannot write: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

@@ -9,12 +9,12 @@ matplotlib is optional (the `plot` extra); the figure is drawn on the Agg canvas
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from adaln_bench.errors import UserError
+from adaln_bench.reports.io import write_atomic
 from adaln_bench.reports.schema import AccuracyLatency, CandidateResult, Report
 
 INSTALL_HINT = "plotting needs matplotlib: pip install 'adaln-bench[plot]'"
@@ -276,18 +276,4 @@ def _title(reports: list[tuple[str, Report]]) -> str:
 
 
 def _save_png(fig, out: str | os.PathLike[str]) -> Path:
-    """Write beside the target, then rename: a half-written PNG is never left at `out`."""
-    target = Path(out)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise UserError(f"{target}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic(out, lambda fh: fig.savefig(fh, format="png"))

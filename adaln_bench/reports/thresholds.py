@@ -6,17 +6,12 @@ Batch invariance has no threshold: one differing row is a regression.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
 
 from adaln_bench.errors import UserError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from adaln_bench.toml_file import read_toml
 
 
 @dataclass(frozen=True)
@@ -51,14 +46,7 @@ def _check_value(name: str, value: object) -> float:
 def load_thresholds_file(path: str | Path) -> dict[str, float]:
     """Read a TOML file of `latency_threshold`, `accuracy_threshold`, `accuracy_floor` (all optional)."""
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such thresholds file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{p}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{p}: not valid TOML: {exc}") from None
+    data = read_toml(p, kind="thresholds file")
     unknown = sorted(set(data) - set(FILE_KEYS))
     if unknown:
         raise UserError(
