@@ -98,9 +98,8 @@ def run_command(
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
     from adaln_bench.commands.progress import RunProgress
-    from adaln_bench.harness.assemble import assemble_report
+    from adaln_bench.harness.assemble import assemble_report, shape_model
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
-    from adaln_bench.harness.assemble import shape_model
     from adaln_bench.reports.io import check_writable, write_report
     from adaln_bench.reports.render import print_summary
 

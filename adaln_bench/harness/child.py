@@ -19,9 +19,6 @@ from typing import Callable, Iterator, Optional
 from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec
 from adaln_bench.reports.io import write_text_atomic
 
-# Recorded before anything imports torch: the proof that the mode's variables were there first.
-TORCH_IMPORTED_AT_START = "torch" in sys.modules
-
 
 class Progress:
     """Progress lines on stdout for the parent's bar, at most a few a second."""
