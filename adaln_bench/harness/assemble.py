@@ -6,7 +6,7 @@ import sys
 from typing import Optional
 
 from adaln_bench import __version__
-from adaln_bench.harness.environment import tool_git_state, torch_environment
+from adaln_bench.harness.environment import rl_kernel_commit, tool_git_state, torch_environment
 from adaln_bench.harness.runner import ModeOutcome
 from adaln_bench.harness.shapes import Shape
 from adaln_bench.modes.registry import Mode
@@ -39,7 +39,7 @@ def assemble_report(modes: list[Mode], outcomes: dict[str, ModeOutcome], shape: 
         kind=REPORT_KIND,
         rfc=RFC,
         op=OP,
-        rl_kernel_commit=None,
+        rl_kernel_commit=rl_kernel_commit(),
         tracked_tree_dirty=dirty,
         environment=env,
         quick=quick,

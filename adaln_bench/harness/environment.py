@@ -51,6 +51,19 @@ def git_state(path: Path) -> tuple[Optional[str], Optional[bool]]:
     return commit or None, bool(status.strip())
 
 
+def rl_kernel_commit() -> Optional[str]:
+    """The commit of an installed RL-Kernel checkout (the reference report's `rl_kernel_commit`), if any."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("rl_engine")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return git_state(Path(spec.origin).resolve().parent)[0]
+
+
 def tool_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
