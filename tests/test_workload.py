@@ -61,3 +61,22 @@ def test_rel_err_never_returns_nan():
     assert rel_err(torch.tensor([float("nan")]), torch.tensor([1.0], dtype=torch.float64)) is None
     assert rel_err(torch.zeros(2), torch.zeros(2, dtype=torch.float64)) == 0.0
     assert rel_err(torch.tensor([1.5, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)) == 0.25
+
+
+def test_fingerprint_hashes_the_tensor_bytes_without_numpy():
+    """numpy is not a dependency: the fingerprint must work in a process where it cannot be imported."""
+    import hashlib
+    import struct
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "import torch\n"
+            "from adaln_bench.harness.child import _sha256\n"
+            "print(_sha256(torch.arange(4, dtype=torch.int16)[1:]))\n")
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == hashlib.sha256(struct.pack("<3h", 1, 2, 3)).hexdigest()

@@ -7,6 +7,7 @@ after every candidate, so that a crash later keeps what was finished.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
@@ -82,9 +83,9 @@ class ModeSwitch:
 
 
 def _sha256(t) -> str:
-    import torch
-
-    return hashlib.sha256(t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes()).hexdigest()
+    """SHA-256 of a tensor's bytes, read straight from host memory: numpy is not a dependency."""
+    host = t.detach().contiguous().cpu()
+    return hashlib.sha256(ctypes.string_at(host.data_ptr(), host.numel() * host.element_size())).hexdigest()
 
 
 def measure_candidate(impl, params, spec: ChildSpec, device, mode_off: Callable, progress: Progress):
