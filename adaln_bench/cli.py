@@ -5,9 +5,13 @@ A user's mistake (UserError) is one line on stderr and exit code 2; anything els
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Callable
 
 import typer
+
+# numpy is optional: torch warns at import when it is missing, which would only be noise here.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from adaln_bench.errors import UserError
 

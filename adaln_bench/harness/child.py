@@ -14,11 +14,14 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec
 from adaln_bench.reports.io import write_text_atomic
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is optional
 
 
 class Progress:
