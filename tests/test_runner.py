@@ -93,10 +93,11 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
     modes = all_modes()
     options = ChildOptions(device="cpu", shape=shape_model(PRESETS["tiny"]), quick=True, timeout_s=200)
     outcomes = {}
-    runner = ModeRunner(options, [0, 1], lambda mode, event: None)
-    runner.run_all([ModeJob(modes["plain"], ["fixture_candidates:barrier"]),
-                    ModeJob(modes["cublaslt_ws1"], ["fixture_candidates:barrier"])],
-                   lambda name, outcome: outcomes.__setitem__(name, outcome))
+    with ModeRunner(options, [0, 1], lambda mode, event: None) as runner:
+        runner.run_all([ModeJob(modes["plain"], ["fixture_candidates:barrier"]),
+                        ModeJob(modes["cublaslt_ws1"], ["fixture_candidates:barrier"])],
+                       lambda name, outcome: outcomes.__setitem__(name, outcome))
+    assert not runner.workdir.exists()  # the children's scratch files are gone once the runner closes
     assert {n: o.run.status for n, o in outcomes.items()} == {"plain": "ok", "cublaslt_ws1": "ok"}
     # Each child saw only its own GPU.
     assert {o.run.gpu_index for o in outcomes.values()} == {0, 1}

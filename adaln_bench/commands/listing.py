@@ -35,8 +35,8 @@ def modes_command(
         options = ChildOptions(device=run_device, shape=shape_model(PRESETS["tiny"]), quick=True, timeout_s=timeout,
                                modes_file=str(modes_file) if modes_file else None,
                                megatron_src=str(megatron_src) if megatron_src else None, check_only=True)
-        runner = ModeRunner(options, [None], lambda mode, event: None)
-        runner.run_all([ModeJob(m, []) for m in modes], lambda name, outcome: runs.__setitem__(name, outcome.run))
+        with ModeRunner(options, [None], lambda mode, event: None) as runner:
+            runner.run_all([ModeJob(m, []) for m in modes], lambda name, outcome: runs.__setitem__(name, outcome.run))
     rows = []
     for m in modes:
         run = runs.get(m.name)

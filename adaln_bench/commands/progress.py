@@ -8,7 +8,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 class RunProgress:
-    def __init__(self, jobs, quick: bool, disabled: bool):
+    def __init__(self, jobs, disabled: bool):
         self.disabled = disabled
         self._lock = threading.Lock()
         self._progress = Progress(

@@ -37,6 +37,11 @@ def _parse_gpus(gpus: Optional[str], device: str) -> list[Optional[int]]:
         raise UserError(f"--gpus takes GPU indices like 0,1,2, not {gpus!r}") from None
     if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
         raise UserError(f"--gpus takes distinct non-negative GPU indices, not {gpus!r}")
+    import torch
+
+    count = torch.cuda.device_count()
+    if max(ids) >= count:
+        raise UserError(f"--gpus {gpus}: this machine has {count} GPU(s), indices 0 to {count - 1}")
     return list(ids)
 
 
@@ -114,13 +119,12 @@ def run_command(
     per_mode = _choose_candidates(candidate, modes)
     out_path = check_writable(out or default_out_path(run_device, quick))
 
-    note = sys.stderr
     if run_device == "cpu" and device == "auto":
         print(f"adaln-bench: no CUDA device here: running on the CPU with the {shape.describe()} shape "
-              "(CPU times are for smoke runs only)", file=note)
+              "(CPU times are for smoke runs only)", file=sys.stderr)
     elif not quiet:
         print(f"adaln-bench: {run_device}, {shape.describe()}, {len(modes)} mode(s)"
-              f"{', quick' if quick else ''}", file=note)
+              f"{', quick' if quick else ''}", file=sys.stderr)
 
     options = ChildOptions(device=run_device, shape=shape_model(shape), quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
@@ -129,8 +133,7 @@ def run_command(
     outcomes: dict[str, ModeOutcome] = {}
     started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
     interrupted = False
-    with RunProgress(jobs, quick, disabled=quiet) as progress:
-        runner = ModeRunner(options, slots, progress.update)
+    with RunProgress(jobs, disabled=quiet) as progress, ModeRunner(options, slots, progress.update) as runner:
 
         def done(name: str, outcome: ModeOutcome) -> None:
             outcomes[name] = outcome

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,6 +101,13 @@ class ModeRunner:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.workdir = Path(tempfile.mkdtemp(prefix="adaln-bench-"))
+
+    def __enter__(self) -> "ModeRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """The children's spec, result and stderr files: what matters of them is in the report by now."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- one mode -------------------------------------------------------------------------------
 
