@@ -91,7 +91,7 @@ def _sha256(t) -> str:
     return hashlib.sha256(ctypes.string_at(host.data_ptr(), host.numel() * host.element_size())).hexdigest()
 
 
-def measure_candidate(impl, params, spec: ChildSpec, device, mode_off: Callable, progress: Progress):
+def measure_candidate(impl, params, shape, spec: ChildSpec, device, mode_off: Callable, progress: Progress):
     """Probes, accuracy and latency of one built candidate, as the report's CandidateResult."""
     import torch
 
@@ -99,12 +99,10 @@ def measure_candidate(impl, params, spec: ChildSpec, device, mode_off: Callable,
     from adaln_bench.harness.accuracy import measure_accuracy
     from adaln_bench.harness.inputs import make_temb
     from adaln_bench.harness.probes import probe_batch_invariance
-    from adaln_bench.harness.shapes import Shape
     from adaln_bench.harness.timing import time_call
     from adaln_bench.harness.workload import Workload
     from adaln_bench.reports.schema import AccuracyLatency, CandidateResult, Fingerprint
 
-    shape = Shape(spec.shape.dim, spec.shape.hidden, spec.shape.modalities, spec.shape.preset)
     plan = P.QUICK if spec.quick else P.FULL
     workload = Workload(impl, params, shape, device)
     started = time.monotonic()
@@ -235,7 +233,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
             save()
             continue
         try:
-            entries[report_name] = measure_candidate(impl, params, spec, device, switch.off, progress)
+            entries[report_name] = measure_candidate(impl, params, shape, spec, device, switch.off, progress)
         except Exception as exc:
             traceback.print_exc()
             entries[report_name] = CandidateUnavailable(
