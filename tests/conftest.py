@@ -38,3 +38,16 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "adaln_bench", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=cwd or ROOT)
+
+
+def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
+    """The CLI in this process (fast, for many cases): its exit code, stdout and stderr."""
+    from adaln_bench.cli import main
+
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err

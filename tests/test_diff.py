@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from conftest import run_main
 
 from adaln_bench.reports.diff import (
     EXIT_BAD_INPUT,
@@ -61,18 +62,6 @@ def write(tmp_path: Path, name: str, data: dict | str) -> str:
     path = tmp_path / name
     path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
     return str(path)
-
-
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    from adaln_bench.cli import main
-
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --- edits ------------------------------------------------------------------------------------------
@@ -428,7 +417,7 @@ def test_thresholds_precedence_defaults_file_options(tmp_path):
 
 
 def test_cli_self_diff_exit_0(capsys):
-    code, out, err = run_cli(["diff", str(REFERENCE), str(REFERENCE)], capsys)
+    code, out, err = run_main(["diff", str(REFERENCE), str(REFERENCE)], capsys)
     assert (code, err) == (0, "")
     assert "configuration: identical" in out
     assert f"no change; {REFERENCE_ROWS} compared: {REFERENCE_ROWS} SAME → exit 0" in out
@@ -436,7 +425,7 @@ def test_cli_self_diff_exit_0(capsys):
 
 def test_cli_lost_invariance_exit_1_names_mode_and_probe(tmp_path, capsys):
     new = write(tmp_path, "new.json", edited(lose_invariance_vllm))
-    code, out, _ = run_cli(["diff", str(REFERENCE), new], capsys)
+    code, out, _ = run_main(["diff", str(REFERENCE), new], capsys)
     assert code == EXIT_REGRESSION
     assert "diffusers[vllm]" in out and "all_rows n=257 rowgrad_differ 0 → 771" in " ".join(out.split())
     assert "1 regression;" in out
@@ -447,7 +436,7 @@ def test_cli_configuration_is_printed_before_metrics(tmp_path, capsys):
         data["environment"]["torch"] = "2.14.0"
         lose_invariance_vllm(data)
 
-    code, out, _ = run_cli(["diff", str(REFERENCE), write(tmp_path, "n.json", edited(edit))], capsys)
+    code, out, _ = run_main(["diff", str(REFERENCE), write(tmp_path, "n.json", edited(edit))], capsys)
     assert code == EXIT_REGRESSION
     assert out.index("Configuration differences") < out.index("2.14.0") < out.index("Per candidate") \
         < out.index("Changes")
@@ -455,7 +444,7 @@ def test_cli_configuration_is_printed_before_metrics(tmp_path, capsys):
 
 def test_cli_json_is_one_document_with_every_row(tmp_path, capsys):
     new = write(tmp_path, "new.json", edited(lose_invariance_vllm))
-    code, out, err = run_cli(["diff", str(REFERENCE), new, "--json"], capsys)
+    code, out, err = run_main(["diff", str(REFERENCE), new, "--json"], capsys)
     assert (code, err) == (EXIT_REGRESSION, "")
     doc = json.loads(out)
     assert doc["exit_code"] == 1 and doc["regressions"] == 1 and doc["comparable"] is True
@@ -469,7 +458,7 @@ def test_cli_json_is_one_document_with_every_row(tmp_path, capsys):
 
 def test_cli_json_when_not_comparable(tmp_path, capsys):
     new = write(tmp_path, "h200.json", edited(lambda d: d["environment"].update(gpu="NVIDIA H200")))
-    code, out, _ = run_cli(["diff", str(REFERENCE), new, "--json"], capsys)
+    code, out, _ = run_main(["diff", str(REFERENCE), new, "--json"], capsys)
     doc = json.loads(out)
     assert code == doc["exit_code"] == EXIT_NOT_COMPARABLE
     assert doc["comparable"] is False and doc["rows"] == []
@@ -477,7 +466,7 @@ def test_cli_json_when_not_comparable(tmp_path, capsys):
 
 def test_cli_markdown(tmp_path, capsys):
     new = write(tmp_path, "new.json", edited(lose_invariance_vllm))
-    code, out, _ = run_cli(["diff", str(REFERENCE), new, "--markdown"], capsys)
+    code, out, _ = run_main(["diff", str(REFERENCE), new, "--markdown"], capsys)
     assert code == EXIT_REGRESSION
     assert out.startswith("## adaln-bench diff ❌ 1 regression;")
     assert "| vllm | diffusers[vllm] | batch_invariant |  | invariant | NOT invariant |  | **WORSE** |" in out
@@ -489,10 +478,10 @@ def test_cli_thresholds_file_and_option(tmp_path, capsys):
         data["results"]["plain"]["diffusers[plain]"]["accuracy_latency"]["2048"]["fwd_us"] *= 1.10
 
     new = write(tmp_path, "slow.json", edited(slower))
-    assert run_cli(["diff", str(REFERENCE), new], capsys)[0] == EXIT_REGRESSION
+    assert run_main(["diff", str(REFERENCE), new], capsys)[0] == EXIT_REGRESSION
     toml = write(tmp_path, "t.toml", "latency_threshold = 0.15\n")
-    assert run_cli(["diff", str(REFERENCE), new, "--thresholds", toml], capsys)[0] == EXIT_OK
-    assert run_cli(["diff", str(REFERENCE), new, "--thresholds", toml, "--latency-threshold", "0.05"],
+    assert run_main(["diff", str(REFERENCE), new, "--thresholds", toml], capsys)[0] == EXIT_OK
+    assert run_main(["diff", str(REFERENCE), new, "--thresholds", toml, "--latency-threshold", "0.05"],
                    capsys)[0] == EXIT_REGRESSION
 
 
@@ -507,25 +496,25 @@ def test_cli_thresholds_file_and_option(tmp_path, capsys):
 )
 def test_cli_bad_thresholds_file_exit_2(tmp_path, capsys, content, message):
     toml = write(tmp_path, "t.toml", content)
-    code, out, err = run_cli(["diff", str(REFERENCE), str(REFERENCE), "--thresholds", toml], capsys)
+    code, out, err = run_main(["diff", str(REFERENCE), str(REFERENCE), "--thresholds", toml], capsys)
     assert (code, out) == (EXIT_BAD_INPUT, "")
     assert message in err and err.count("\n") == 1
 
 
 def test_cli_fail_on(tmp_path, capsys):
     new = write(tmp_path, "new.json", edited(lose_invariance_vllm))
-    assert run_cli(["diff", str(REFERENCE), new, "--fail-on", "never"], capsys)[0] == EXIT_OK
+    assert run_main(["diff", str(REFERENCE), new, "--fail-on", "never"], capsys)[0] == EXIT_OK
     better = write(tmp_path, "better.json", edited(
         lambda d: d["results"]["sglang"]["diffusers[sglang]"]["accuracy_latency"]["1"].update(fwd_us=FWD_T1)))
-    assert run_cli(["diff", str(REFERENCE), better], capsys)[0] == EXIT_OK
-    assert run_cli(["diff", str(REFERENCE), better, "--fail-on", "any-change"], capsys)[0] == EXIT_REGRESSION
+    assert run_main(["diff", str(REFERENCE), better], capsys)[0] == EXIT_OK
+    assert run_main(["diff", str(REFERENCE), better, "--fail-on", "any-change"], capsys)[0] == EXIT_REGRESSION
 
 
 def test_cli_not_comparable_exit_3_and_allowed(tmp_path, capsys):
     new = write(tmp_path, "h200.json", edited(lambda d: d["environment"].update(gpu="NVIDIA H200")))
-    code, out, _ = run_cli(["diff", str(REFERENCE), new], capsys)
+    code, out, _ = run_main(["diff", str(REFERENCE), new], capsys)
     assert code == EXIT_NOT_COMPARABLE and "not comparable: different devices" in out
-    assert run_cli(["diff", str(REFERENCE), new, "--allow-different-device"], capsys)[0] == EXIT_OK
+    assert run_main(["diff", str(REFERENCE), new, "--allow-different-device"], capsys)[0] == EXIT_OK
 
 
 @pytest.mark.parametrize(
@@ -539,18 +528,18 @@ def test_cli_not_comparable_exit_3_and_allowed(tmp_path, capsys):
 )
 def test_cli_garbage_input_exit_2_one_line(tmp_path, capsys, content, message):
     path = write(tmp_path, "bad.json", content) if content is not None else str(tmp_path / "absent.json")
-    code, out, err = run_cli(["diff", str(REFERENCE), path], capsys)
+    code, out, err = run_main(["diff", str(REFERENCE), path], capsys)
     assert (code, out) == (EXIT_BAD_INPUT, "")
     assert err.startswith("adaln-bench: ") and message in err and err.count("\n") == 1
 
 
 def test_cli_markdown_and_json_together_is_a_usage_error(capsys):
-    code, _, err = run_cli(["diff", str(REFERENCE), str(REFERENCE), "--json", "--markdown"], capsys)
+    code, _, err = run_main(["diff", str(REFERENCE), str(REFERENCE), "--json", "--markdown"], capsys)
     assert code == EXIT_BAD_INPUT and "exclusive" in err
 
 
 def test_cli_help_names_the_exit_codes(capsys):
-    code, out, _ = run_cli(["diff", "--help"], capsys)
+    code, out, _ = run_main(["diff", "--help"], capsys)
     text = " ".join(out.replace("│", " ").split())
     assert code == 0
     for phrase in ("0 no regression", "1 regression", "2 bad input", "3 not comparable", "REV:path"):
@@ -579,16 +568,16 @@ def git_repo(tmp_path, monkeypatch):
 
 
 def test_rev_path_against_the_working_file(git_repo, capsys):
-    code, out, _ = run_cli(["diff", "HEAD:results/r.json", "results/r.json", "--json"], capsys)
+    code, out, _ = run_main(["diff", "HEAD:results/r.json", "results/r.json", "--json"], capsys)
     doc = json.loads(out)
     assert code == EXIT_REGRESSION and doc["old"]["source"] == "HEAD:results/r.json"
     assert [(r["mode"], r["verdict"]) for r in doc["rows"] if r["verdict"] != "SAME"] == [("vllm", "WORSE")]
-    assert run_cli(["diff", "main:results/r.json", "HEAD:./results/r.json"], capsys)[0] == EXIT_OK
+    assert run_main(["diff", "main:results/r.json", "HEAD:./results/r.json"], capsys)[0] == EXIT_OK
 
 
 @pytest.mark.parametrize("arg", ["nosuchrev:results/r.json", "HEAD:results/absent.json", "HEAD~5:results/r.json"])
 def test_bad_rev_or_path_exit_2_one_line(git_repo, capsys, arg):
-    code, out, err = run_cli(["diff", arg, "results/r.json"], capsys)
+    code, out, err = run_main(["diff", arg, "results/r.json"], capsys)
     assert (code, out) == (EXIT_BAD_INPUT, "")
     assert err.startswith(f"adaln-bench: {arg}: ") and err.count("\n") == 1
 
@@ -596,7 +585,7 @@ def test_bad_rev_or_path_exit_2_one_line(git_repo, capsys, arg):
 def test_rev_path_outside_a_repository_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    code, _, err = run_cli(["diff", "HEAD:r.json", str(REFERENCE)], capsys)
+    code, _, err = run_main(["diff", "HEAD:r.json", str(REFERENCE)], capsys)
     assert code == EXIT_BAD_INPUT and "not a git repository" in err
 
 
@@ -637,10 +626,10 @@ def test_candidate_gone_from_a_mode_and_a_crash_are_missing_with_their_status():
 
 
 def test_cli_all_lists_same_rows_too(tmp_path, capsys):
-    code, out, _ = run_cli(["diff", str(REFERENCE), str(REFERENCE), "--all", "--markdown"], capsys)
+    code, out, _ = run_main(["diff", str(REFERENCE), str(REFERENCE), "--all", "--markdown"], capsys)
     assert code == EXIT_OK
     rows_section = out.split("### All rows")[1].split("<details>")[0]
     assert rows_section.count("| SAME |") == REFERENCE_ROWS
-    code, out, _ = run_cli(["diff", str(REFERENCE), str(REFERENCE), "--markdown"], capsys)
+    code, out, _ = run_main(["diff", str(REFERENCE), str(REFERENCE), "--markdown"], capsys)
     changes_section = out.split("### Changes")[1].split("<details>")[0]
     assert changes_section.strip() == "Every row is SAME."

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_main
 
 from adaln_bench.reports.plot import GREEN, GREY, RED, Cell, invariance_cells, pair_label, pairs, series
 from adaln_bench.reports.schema import Report
@@ -15,18 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "b200" / "adaln_projection.b200.prior-art.json"
 REFERENCE_DATA = json.loads(REFERENCE.read_text(encoding="utf-8"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    from adaln_bench.cli import main
-
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -81,7 +70,7 @@ def test_pairs_and_labels():
 def test_plot_reference_writes_a_png(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     out = tmp_path / "ref.png"
-    code, stdout, err = run_cli(["plot", str(REFERENCE), "--out", str(out)], capsys)
+    code, stdout, err = run_main(["plot", str(REFERENCE), "--out", str(out)], capsys)
     assert (code, err) == (0, "")
     assert stdout.strip() == f"wrote {out}"
     assert png_size(out) == (2100, 1200)
@@ -100,7 +89,7 @@ def test_plot_two_reports_overlay(tmp_path, capsys):
     other = tmp_path / "nightly.json"
     other.write_text(json.dumps(data))
     out = tmp_path / "both.png"
-    code, _, err = run_cli(["plot", str(REFERENCE), str(other), "--out", str(out)], capsys)
+    code, _, err = run_main(["plot", str(REFERENCE), str(other), "--out", str(out)], capsys)
     assert (code, err) == (0, "")
     assert png_size(out) == (2100, 1200)
 
@@ -108,7 +97,7 @@ def test_plot_two_reports_overlay(tmp_path, capsys):
 def test_plot_default_output_name(tmp_path, monkeypatch, capsys):
     pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
-    code, _, _ = run_cli(["plot", str(REFERENCE)], capsys)
+    code, _, _ = run_main(["plot", str(REFERENCE)], capsys)
     assert code == 0
     assert png_size(tmp_path / "adaln_projection.b200.prior-art.png")[0] == 2100
 
@@ -126,7 +115,7 @@ def test_plot_bad_input_exit_2(tmp_path, monkeypatch, capsys, args, message):
     pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "garbage").write_text("not a report")
-    code, out, err = run_cli(["plot", *args], capsys)
+    code, out, err = run_main(["plot", *args], capsys)
     assert (code, out) == (2, "")
     assert message in err and err.count("\n") == 1
 
@@ -137,7 +126,7 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     out = tmp_path / "x.png"
-    code, stdout, err = run_cli(["plot", str(REFERENCE), "--out", str(out)], capsys)
+    code, stdout, err = run_main(["plot", str(REFERENCE), "--out", str(out)], capsys)
     assert (code, stdout) == (2, "")
     assert err == "adaln-bench: plotting needs matplotlib: pip install 'adaln-bench[plot]'\n"
     assert not out.exists()
