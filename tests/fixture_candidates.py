@@ -5,9 +5,11 @@ otherwise, so a test can show that the other modes still run.
 """
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
+import torch
 import torch.nn.functional as F
 
 
@@ -53,3 +55,42 @@ def barrier(temb, w, b):
             raise TimeoutError("the other mode never arrived: modes did not run concurrently")
         time.sleep(0.1)
     return _linear(temb, w, b)
+
+
+# --- faults only the cold-start check and the random probe can see -----------------------------------------
+
+_THREADS_WITH_CONTEXT = {threading.get_ident()}  # like a context made current at load time
+
+
+class _NeedsLoadThreadContext(torch.autograd.Function):
+    """Backward 'needs a context' only the loading thread has; elsewhere it dies as a bad launch would."""
+
+    @staticmethod
+    def forward(ctx, temb, w, b):
+        ctx.save_for_backward(temb, w, b)
+        return _linear(temb, w, b)
+
+    @staticmethod
+    def backward(ctx, dy):
+        if threading.get_ident() not in _THREADS_WITH_CONTEXT:
+            os.kill(os.getpid(), signal.SIGILL)
+        temb, w, b = ctx.saved_tensors
+        with torch.enable_grad():
+            t, wl, bl = (x.detach().requires_grad_() for x in (temb, w, b))
+            return torch.autograd.grad(_linear(t, wl, bl), (t, wl, bl), dy)
+
+
+def crash_in_fresh_thread(temb, w, b):
+    """Right in every warm probe; its backward kills the process in a thread that did not load it."""
+    return _NeedsLoadThreadContext.apply(temb, w, b)
+
+
+WRONG_SIZES = range(514, 1023)  # no fixed probe uses a batch size in here
+
+
+def wrong_mid_sizes(temb, w, b):
+    """Every row differs (output and d_temb) when the batch has 514 to 1022 rows, and nowhere else."""
+    out = _linear(temb, w, b)
+    if temb.shape[0] in WRONG_SIZES:
+        out = out * (1 + 2 ** -6)
+    return out

@@ -5,6 +5,24 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class RandomRowsPlan:
+    """The seeded random probe (harness/random_rows.py)."""
+
+    rng_seed: int
+    data_seed: int  # the seeded batch (data_seed, pool) the rows come from
+    pool: int  # rows to draw from; also the largest batch size
+    rows_per_size: int  # probed positions per batch
+
+    def octaves(self) -> list[tuple[int, int]]:
+        """(1, 1), (2, 2), (3, 4), (5, 8), ... with the last one ending at the pool size."""
+        spans, lo, hi = [(1, 1)], 2, 2
+        while lo <= self.pool:
+            spans.append((lo, min(hi, self.pool)))
+            lo, hi = hi + 1, hi * 2
+        return spans
+
+
+@dataclass(frozen=True)
 class ProbePlan:
     all_rows_sizes: tuple[int, ...]
     seeds: tuple[int, ...]
@@ -13,6 +31,7 @@ class ProbePlan:
     sub_batch_sizes: tuple[int, ...]
     accuracy_sizes: tuple[int, ...]
     quick: bool
+    random_rows: RandomRowsPlan
 
     @property
     def sweep_n(self) -> int:
@@ -30,6 +49,8 @@ FULL = ProbePlan(
     sub_batch_sizes=(1, 7, 1024, 2048),
     accuracy_sizes=ACCURACY_SIZES,
     quick=False,
+    # 13 octaves (1 ... 2049-4096), up to 5 rows each: 57 comparisons; seed 6 is data no fixed probe uses.
+    random_rows=RandomRowsPlan(rng_seed=20261130, data_seed=6, pool=4096, rows_per_size=5),
 )
 
 QUICK = ProbePlan(
@@ -40,6 +61,7 @@ QUICK = ProbePlan(
     sub_batch_sizes=(1, 7, 64),
     accuracy_sizes=ACCURACY_SIZES[:2],
     quick=True,
+    random_rows=RandomRowsPlan(rng_seed=20261130, data_seed=6, pool=256, rows_per_size=2),
 )
 
 ACCURACY_SEED = 11

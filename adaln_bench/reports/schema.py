@@ -53,12 +53,35 @@ class SweepCounts(_Model):
     first_failures: list[SweepFailure]
 
 
+class RandomRowFailure(_Model):
+    size: int
+    position: int
+    row: int
+    fwd: bool
+    rowgrad: bool
+
+
+class RandomRowsCounts(_Model):
+    """The seeded random probe (harness/random_rows.py): one batch size per octave, random rows and positions."""
+
+    rng_seed: int
+    data_seed: int
+    pool: int
+    sizes: list[int]
+    comparisons: int
+    fwd_differ: int
+    rowgrad_differ: int
+    first_failures: list[RandomRowFailure]
+
+
 class BatchInvariance(_Model):
     all_rows: dict[str, AllRowsCount]
     params_repeatable: bool
     full_vs_sub_batches: SubBatchCounts
     batch_size_sweep: SweepCounts
     batch_invariant: bool
+    # Added here (absent from RL-Kernel's report): counted in batch_invariant when present.
+    random_rows: Optional[RandomRowsCounts] = None
 
 
 # --- accuracy and latency ---------------------------------------------------------------------------
@@ -95,6 +118,24 @@ class AccuracyLatency(_Model):
 # --- results ----------------------------------------------------------------------------------------
 
 
+ColdStartStatus = Literal["ok", "failed", "crashed", "timeout"]
+
+
+class ColdStart(_Model):
+    """The candidate's first forward + backward in a fresh process, as a training job's first step meets it.
+
+    A status other than "ok" is a failure of the candidate: its other results are kept beside it (they were
+    measured in a warmed process), and report and diff show the candidate as failed.
+    """
+
+    status: ColdStartStatus
+    steps_passed: list[str] = Field(default_factory=list)
+    failed_step: Optional[str] = None
+    reason: Optional[str] = None
+    stderr_tail: Optional[str] = None
+    wall_s: Optional[float] = None
+
+
 class CandidateResult(_Model):
     source: str
     has_backward: bool
@@ -104,6 +145,7 @@ class CandidateResult(_Model):
     fingerprint: Optional["Fingerprint"] = None
     details: Optional[dict[str, str]] = None
     wall_s: Optional[float] = None
+    cold_start: Optional[ColdStart] = None
 
 
 class Fingerprint(_Model):

@@ -1,0 +1,219 @@
+"""The cold-start check: a candidate's first forward + backward in a fresh process, as a training job meets it.
+
+A warmed process hides a whole class of faults. Autograd runs a CUDA backward in a device thread of its own;
+a kernel that calls the driver there before any runtime call can find no current context, and a kernel
+launched after such a failed setup can kill the process (seen: the bundled kernel's first backward died with
+"illegal instruction" while every warm probe passed). So the mode's child runs, per candidate, a grandchild
+`python -m adaln_bench.harness.cold_start SPEC.json` in the mode's environment with the mode switched on:
+
+1. first_step: the process's first forward on the main thread, then one backward with torch's default
+   (multithreaded) autograd;
+2. foreign_thread: forward and backward again from a threading.Thread that has never touched CUDA.
+
+Both are checked against an fp32 recomputation (loosely: garbage, not rounding) and the second must repeat the
+first bitwise. The grandchild prints a marker before each step, so a crash is attributed to its step.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from adaln_bench.reports.io import write_text_atomic
+from adaln_bench.reports.schema import ColdStart, Shape
+
+STEP_PREFIX = "@@adaln-bench-cold-start "
+STEPS = ("first_step", "foreign_thread")
+TOKENS = 2  # a failing size of the bundled kernel's old d_act GEMM; any small T serves
+INPUT_SEED = 11
+# An fp32 recomputation differs from a bf16 kernel by rounding (~1e-2 at most); garbage is far beyond.
+SANITY_REL_ERR = 5e-2
+TIMEOUT_S = 300.0
+STDERR_TAIL_CHARS = 3000
+
+
+class ColdStartSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str
+    modes_file: Optional[str] = None
+    megatron_src: Optional[str] = None
+    candidate: str
+    device: str
+    shape: Shape
+    result_path: str
+
+
+# --- the mode's child: start the grandchild and read what it left -------------------------------------
+
+
+def check_cold_start(spec: ColdStartSpec, workdir: Path, timeout_s: float = TIMEOUT_S) -> ColdStart:
+    """Run the check in a fresh process (the caller's environment, so the mode's variables) and classify it."""
+    spec_path = workdir / f"cold-start.{abs(hash(spec.candidate))}.json"
+    spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
+    result_path = Path(spec.result_path)
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "adaln_bench.harness.cold_start", str(spec_path)],
+                              capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        stdout, stderr, code, timed_out = proc.stdout, proc.stderr, proc.returncode, False
+    except subprocess.TimeoutExpired as exc:
+        stdout, stderr, code, timed_out = _text(exc.stdout), _text(exc.stderr), None, True
+    wall = round(time.monotonic() - started, 3)
+    steps = [ln[len(STEP_PREFIX):].strip() for ln in stdout.splitlines() if ln.startswith(STEP_PREFIX)]
+    tail = stderr[-STDERR_TAIL_CHARS:] or None
+    if not timed_out and code == 0 and result_path.exists():
+        result = ColdStart.model_validate_json(result_path.read_text(encoding="utf-8"))
+        result.wall_s = wall
+        return result
+    last = steps[-1] if steps else "start-up"
+    passed = steps[:-1]
+    if timed_out:
+        return ColdStart(status="timeout", steps_passed=passed, failed_step=last, wall_s=wall, stderr_tail=tail,
+                         reason=f"no result within {timeout_s:g} s")
+    why = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+    return ColdStart(status="crashed", steps_passed=passed, failed_step=last, wall_s=wall, stderr_tail=tail,
+                     reason=f"the process died during {last}: {why}")
+
+
+def _text(data) -> str:
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
+# --- the grandchild ------------------------------------------------------------------------------------
+
+
+def _announce(step: str) -> None:
+    print(STEP_PREFIX + step, flush=True)
+
+
+def _rel_err(x, ref) -> float:
+    scale = ref.abs().max().item()
+    return (x.float() - ref).abs().max().item() / scale if scale else (x.float() - ref).abs().max().item()
+
+
+def _step(impl, temb, params, upstream):
+    """One forward + backward on fresh leaves; returns the output and d_temb (None without a backward)."""
+    import torch
+
+    t = temb.detach().clone().requires_grad_(impl.has_backward)
+    w = params.weight.detach().requires_grad_(impl.has_backward)
+    b = params.bias.detach().requires_grad_(impl.has_backward)
+    if not impl.has_backward:
+        with torch.no_grad():
+            out = impl.forward(t, w, b)
+        return out, None
+    out = impl.forward(t, w, b)
+    out.backward(upstream.to(out.dtype))
+    if t.device.type == "cuda":
+        torch.cuda.synchronize(t.device)
+    return out.detach(), t.grad
+
+
+def _check_values(out, d_temb, temb, params, upstream) -> Optional[str]:
+    """None if the step's numbers are those of the operator (up to rounding), else what is wrong."""
+    import torch
+    import torch.nn.functional as F
+
+    t = temb.detach().clone().requires_grad_(True)
+    act = F.silu(t).to(torch.bfloat16).float()
+    ref = F.linear(act, params.weight.float(), params.bias.float())
+    err = _rel_err(out, ref)
+    if not err <= SANITY_REL_ERR:
+        return f"output is not the operator's: relative error {err:.3g} against an fp32 recomputation"
+    if d_temb is not None:
+        ref_grad = torch.autograd.grad(F.linear(F.silu(t), params.weight.float(), params.bias.float()), t,
+                                       upstream.float())[0]
+        err = _rel_err(d_temb, ref_grad)
+        if not err <= SANITY_REL_ERR:
+            return f"d_temb is not the operator's: relative error {err:.3g} against an fp32 recomputation"
+    return None
+
+
+def _in_new_thread(fn):
+    """Run fn in a thread that has never touched CUDA; re-raise its exception here."""
+    box: dict = {}
+
+    def body() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=body, name="adaln-bench-cold-start")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def run_steps(spec: ColdStartSpec) -> ColdStart:
+    import torch
+
+    from adaln_bench.harness.child import ModeSwitch
+    from adaln_bench.harness.inputs import make_params, make_temb, make_upstream
+    from adaln_bench.harness.shapes import Shape as ShapeDims
+    from adaln_bench.kernels import registry as candidates
+    from adaln_bench.kernels.registry import BuildContext
+    from adaln_bench.modes.registry import ModeOptions, all_modes
+
+    device = torch.device(spec.device)
+    mode = all_modes(spec.modes_file)[spec.mode]
+    ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
+    shape = ShapeDims(spec.shape.dim, spec.shape.hidden, spec.shape.modalities, spec.shape.preset)
+    impl = candidates.get(spec.candidate).build(
+        BuildContext(mode=spec.mode, device=device, dim=shape.dim, hidden=shape.hidden, modalities=shape.modalities))
+    params = make_params(shape, device)
+    temb = make_temb(TOKENS, shape, INPUT_SEED, device)
+    upstream = make_upstream((TOKENS, shape.out_features), torch.bfloat16, INPUT_SEED, device)
+
+    passed: list[str] = []
+
+    def failed(step: str, reason: str) -> ColdStart:
+        return ColdStart(status="failed", steps_passed=passed, failed_step=step, reason=reason)
+
+    _announce("first_step")
+    try:
+        out, d_temb = _step(impl, temb, params, upstream)
+    except Exception as exc:  # noqa: BLE001 - the candidate's failure is the finding
+        return failed("first_step", f"{type(exc).__name__}: {exc}")
+    problem = _check_values(out, d_temb, temb, params, upstream)
+    if problem:
+        return failed("first_step", problem)
+    passed.append("first_step")
+
+    _announce("foreign_thread")
+    try:
+        out2, d_temb2 = _in_new_thread(lambda: _step(impl, temb, params, upstream))
+    except Exception as exc:  # noqa: BLE001
+        return failed("foreign_thread", f"{type(exc).__name__}: {exc}")
+    if not torch.equal(out2, out) or (d_temb is not None and not torch.equal(d_temb2, d_temb)):
+        return failed("foreign_thread", "the same inputs gave other bits than the first step "
+                                        "(run-to-run nondeterminism, or a setup that failed silently)")
+    passed.append("foreign_thread")
+    return ColdStart(status="ok", steps_passed=passed)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m adaln_bench.harness.cold_start SPEC.json", file=sys.stderr)
+        return 2
+    spec = ColdStartSpec.model_validate_json(Path(argv[1]).read_text(encoding="utf-8"))
+    result = run_steps(spec)
+    write_text_atomic(result.model_dump_json(exclude_unset=True), spec.result_path)
+    if result.status != "ok":
+        print(json.dumps({"cold_start": result.status, "reason": result.reason}), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
