@@ -25,6 +25,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from adaln_bench.harness.runner import describe_exit
 from adaln_bench.reports.io import write_text_atomic
 from adaln_bench.reports.schema import ColdStart, Shape
 
@@ -77,9 +78,8 @@ def check_cold_start(spec: ColdStartSpec, workdir: Path, timeout_s: float = TIME
     if timed_out:
         return ColdStart(status="timeout", steps_passed=passed, failed_step=last, wall_s=wall, stderr_tail=tail,
                          reason=f"no result within {timeout_s:g} s")
-    why = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
     return ColdStart(status="crashed", steps_passed=passed, failed_step=last, wall_s=wall, stderr_tail=tail,
-                     reason=f"the process died during {last}: {why}")
+                     reason=f"the process died during {last}: {describe_exit(code)}")
 
 
 def _text(data) -> str:

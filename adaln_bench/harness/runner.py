@@ -154,7 +154,7 @@ class ModeRunner:
             return self._outcome(job, "timeout", f"no result within --timeout {self.options.timeout_s:g} s",
                                  result, wall, code, gpu, tail)
         if code != 0 or result is None or not result.complete:
-            why = _describe_exit(code) if code != 0 else "exited without a complete result file"
+            why = describe_exit(code) if code != 0 else "exited without a complete result file"
             return self._outcome(job, "crashed", why, result, wall, code, gpu, tail)
         if result.status == "unavailable":
             return self._outcome(job, "unavailable", result.reason, result, wall, code, gpu, tail)
@@ -229,7 +229,7 @@ class ModeRunner:
             child.stop()
 
 
-def _describe_exit(code: Optional[int]) -> str:
+def describe_exit(code: Optional[int]) -> str:
     if code is None:
         return "did not exit"
     if code < 0:
