@@ -31,5 +31,6 @@ def test_positions_and_quick_plan():
 
 
 def test_planned_runs_counts_every_run():
-    # all_rows: 3 seeds x (n rows alone + 2 full runs); subs: 2 x (1 full + 1030); sweep: 3 x 8 x (alone + reverse + 93)
-    assert planned_runs(P.FULL) == 3 * (66 + 259 + 2050) + 2 * 1031 + 3 * 8 * 95
+    # all_rows: 3 seeds x (n rows alone + 2 full runs); subs: 2 x (1 full + 1030); sweep: 3 x 8 x (alone + reverse + 93);
+    # random rows: a batch per size (13) and each distinct probed row alone (57 positions, one row drawn twice)
+    assert planned_runs(P.FULL) == 3 * (66 + 259 + 2050) + 2 * 1031 + 3 * 8 * 95 + 13 + 56

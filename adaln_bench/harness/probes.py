@@ -143,19 +143,26 @@ def planned_runs(plan: P.ProbePlan) -> int:
     n = plan.sweep_n
     rows = len(P.sweep_probe_rows(n))
     sweep = len(plan.seeds) * rows * (1 + 1 + sum(len(P.sweep_positions(m)) for m in P.sweep_batch_sizes(n)))
-    return all_rows + subs + sweep
+    from adaln_bench.harness import random_rows  # it builds on this module's Runner
+
+    return all_rows + subs + sweep + random_rows.planned_runs(plan.random_rows)
 
 
 def probe_batch_invariance(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> BatchInvariance:
+    from adaln_bench.harness.random_rows import probe_random_rows
+
     all_rows, repeatable = probe_all_rows(run, plan, tick)
     subs = probe_sub_batches(run, plan, tick)
     sweep = probe_batch_size_sweep(run, plan, tick)
+    randoms = probe_random_rows(run, plan.random_rows, tick)
     invariant = (
         repeatable
         and all(c.fwd_differ == 0 and c.rowgrad_differ == 0 for c in all_rows.values())
         and subs.fwd_differ == 0
         and subs.rowgrad_differ == 0
         and sweep.differ == 0
+        and randoms.fwd_differ == 0
+        and randoms.rowgrad_differ == 0
     )
     return BatchInvariance(
         all_rows=all_rows,
@@ -163,4 +170,5 @@ def probe_batch_invariance(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -
         full_vs_sub_batches=subs,
         batch_size_sweep=sweep,
         batch_invariant=invariant,
+        random_rows=randoms,
     )

@@ -46,8 +46,9 @@ def draw(plan: RandomRowsPlan) -> list[Draw]:
 
 
 def planned_runs(plan: RandomRowsPlan) -> int:
-    """Upper bound on runs (a batch per size, one alone-run per probed row): the progress bar's share."""
-    return sum(1 + len(d.positions) for d in draw(plan))
+    """Runs the probe makes (a batch per size, one alone-run per distinct probed row): the progress bar's share."""
+    draws = draw(plan)
+    return len(draws) + len({d.batch[p] for d in draws for p in d.positions})
 
 
 def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = _noop) -> RandomRowsCounts:
