@@ -1,7 +1,10 @@
 // Plain C interface of the bundled AdaLN projection kernel (one shared library per code path).
-// Raw pointers, sizes and a cudaStream_t in; an int status out (0 = ok) and a message in `err`.
-// No torch, no C++ ABI across the boundary. Elementwise kernels (SiLU, the fixed-order fold of the d_act
+// Raw pointers, sizes, the device index and a cudaStream_t in; an AdalnStatus out (0 = ok, names in status.h)
+// and a message in `err`. No torch, no C++ ABI across the boundary. Every entry point first makes the
+// device's primary context current on the calling thread (autograd runs backward in a thread of its own
+// that may never have touched CUDA), and launches nothing after a failed step. Elementwise kernels (SiLU, the fixed-order fold of the d_act
 // chunk partials fused with silu', the db column sum) live here and are shared by both paths.
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -10,6 +13,7 @@
 #include <cstdio>
 
 #include "gemms.h"
+#include "status.h"
 
 #if defined(ADALN_PATH_SM90)
 #include "sm90_config.h"
@@ -63,43 +67,101 @@ static Chunking chunking(int64_t N) {
   return c;
 }
 
-static int device_info(int* sm_count, Err err) {
-  static int cached[64] = {0};
-  int dev = 0;
-  cudaError_t ce = cudaGetDevice(&dev);
+// --- context and descriptor checks -----------------------------------------------------------------------
+
+using CtxGetCurrent = CUresult (*)(CUcontext*);
+
+static CtxGetCurrent ctx_get_current() {
+  // Through the runtime's entry-point query, so the library needs no link against libcuda.
+  static CtxGetCurrent fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<CtxGetCurrent>(p);
+  }();
+  return fn;
+}
+
+bool context_is_current() {
+  CtxGetCurrent get = ctx_get_current();
+  CUcontext ctx = nullptr;
+  return get != nullptr && get(&ctx) == CUDA_SUCCESS && ctx != nullptr;
+}
+
+struct DescriptorLog {
+  int failures = 0;
+  int first = 0;
+};
+static thread_local DescriptorLog descriptor_log;
+
+void note_descriptor_failure(CUresult result) {
+  if (descriptor_log.failures++ == 0) descriptor_log.first = int(result);
+}
+void reset_descriptor_failures() { descriptor_log = DescriptorLog{}; }
+int descriptor_failures(int* first_result) {
+  *first_result = descriptor_log.first;
+  return descriptor_log.failures;
+}
+
+// Make `device`'s primary context current on this thread (cudaSetDevice does so from CUDA 12 on), check
+// that it is, and refuse to start on top of an error left pending by earlier work.
+static int enter_device(int device, Err err) {
+  cudaError_t ce = cudaSetDevice(device);
   if (ce != cudaSuccess) {
-    set_err(err, "cudaGetDevice: %s", cudaGetErrorString(ce));
-    return 10;
+    set_err(err, "cudaSetDevice(%d): %s", device, cudaGetErrorString(ce));
+    return ADALN_DEVICE_QUERY;
   }
-  if (dev < 64 && cached[dev] > 0) {
+  if (!context_is_current()) {
+    set_err(err, "no CUDA context is current on this thread after cudaSetDevice(%d)", device);
+    return ADALN_NO_CONTEXT;
+  }
+  ce = cudaGetLastError();
+  if (ce != cudaSuccess) {
+    set_err(err, "a CUDA error was pending before this call (nothing launched): %s", cudaGetErrorString(ce));
+    return ADALN_PENDING_ERROR;
+  }
+  return ADALN_OK;
+}
+
+static int device_info(int dev, int* sm_count, Err err) {
+  static int cached[64] = {0};
+  if (dev >= 0 && dev < 64 && cached[dev] > 0) {
     *sm_count = cached[dev];
-    return 0;
+    return ADALN_OK;
   }
   int major = 0, minor = 0, sms = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  cudaError_t ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (ce != cudaSuccess) {
     set_err(err, "cudaDeviceGetAttribute: %s", cudaGetErrorString(ce));
-    return 10;
+    return ADALN_DEVICE_QUERY;
   }
   int cc = major * 10 + minor;
   bool ok = ADALN_EXACT_CC ? (cc == ADALN_REQUIRED_CC) : (cc >= ADALN_REQUIRED_CC);
   if (!ok) {
     set_err(err, "this library (%s) was built for compute capability %s%d.%d; device %d is %d.%d", ADALN_PATH_NAME,
             ADALN_EXACT_CC ? "" : ">= ", ADALN_REQUIRED_CC / 10, ADALN_REQUIRED_CC % 10, dev, major, minor);
-    return 11;
+    return ADALN_WRONG_ARCH;
   }
-  if (dev < 64) cached[dev] = sms;
+  if (dev >= 0 && dev < 64) cached[dev] = sms;
   *sm_count = sms;
-  return 0;
+  return ADALN_OK;
+}
+
+// Every entry point that launches work starts here: the context, then the device's properties.
+static int begin_call(int device, int* sm_count, Err err) {
+  int rc = enter_device(device, err);
+  return rc ? rc : device_info(device, sm_count, err);
 }
 
 static int check_launch(Err err, const char* what) {
   cudaError_t ce = cudaGetLastError();
   if (ce != cudaSuccess) {
     set_err(err, "%s: %s", what, cudaGetErrorString(ce));
-    return 12;
+    return ADALN_LAUNCH;
   }
   return 0;
 }
@@ -196,17 +258,17 @@ __global__ void colsum_db(const uint4* __restrict__ dY, uint4* __restrict__ db, 
 static int check_shapes(int64_t T, int64_t D, int64_t N, Err err) {
   if (T < 1) {
     set_err(err, "T must be >= 1 (got %lld)", (long long)T);
-    return 1;
+    return ADALN_BAD_ARGUMENT;
   }
   if (D < 8 || N < 8 || D % 8 != 0 || N % 8 != 0) {
     set_err(err, "D and N must be positive multiples of 8 (got D=%lld, N=%lld)", (long long)D, (long long)N);
-    return 1;
+    return ADALN_BAD_ARGUMENT;
   }
   if (T > (int64_t(1) << 30) || D > (int64_t(1) << 30) || N > (int64_t(1) << 30)) {
     set_err(err, "sizes too large for this kernel");
-    return 1;
+    return ADALN_BAD_ARGUMENT;
   }
-  return 0;
+  return ADALN_OK;
 }
 
 }  // namespace adaln
@@ -217,7 +279,8 @@ using namespace adaln;
 
 extern "C" {
 
-ADALN_API int adaln_abi_version(void) { return 1; }
+ADALN_API int adaln_abi_version(void) { return 2; }
+ADALN_API const char* adaln_status_name(int status) { return adaln_status_text(status); }
 ADALN_API const char* adaln_path(void) { return ADALN_PATH_NAME; }
 ADALN_API const char* adaln_config(void) { return ADALN_CONFIG; }
 ADALN_API int adaln_required_cc(void) { return ADALN_REQUIRED_CC; }
@@ -239,16 +302,16 @@ ADALN_API size_t adaln_dtemb_scratch_bytes(int64_t T, int64_t D, int64_t N) {
 }
 
 ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, void* act, void* Y, int64_t T, int64_t D,
-                  int64_t N, void* ws, size_t ws_bytes, void* stream_, char* errbuf, int errlen) {
+                            int64_t N, void* ws, size_t ws_bytes, int device, void* stream_, char* errbuf, int errlen) {
   Err err{errbuf, errlen};
   int rc = check_shapes(T, D, N, err);
   if (rc) return rc;
   if (!aligned16(temb) || !aligned16(W) || !aligned16(b) || !aligned16(act) || !aligned16(Y) || !aligned16(ws)) {
     set_err(err, "adaln_forward: every pointer must be 16-byte aligned");
-    return 1;
+    return ADALN_BAD_ARGUMENT;
   }
   int sms = 0;
-  if ((rc = device_info(&sms, err))) return rc;
+  if ((rc = begin_call(device, &sms, err))) return rc;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
   int64_t n4 = T * D / 4;
   silu_to_bf16<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(temb),
@@ -258,19 +321,19 @@ ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, voi
 }
 
 // Any of dtemb, dW, db may be null (not needed). act is needed for dW only; temb, scratch for dtemb only.
-ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, const void* act, float* dtemb, void* dW, void* db,
-                   int64_t T, int64_t D, int64_t N, void* scratch, size_t scratch_bytes, void* stream_, char* errbuf,
-                   int errlen) {
+ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, const void* act, float* dtemb, void* dW,
+                             void* db, int64_t T, int64_t D, int64_t N, void* scratch, size_t scratch_bytes, int device,
+                             void* stream_, char* errbuf, int errlen) {
   Err err{errbuf, errlen};
   int rc = check_shapes(T, D, N, err);
   if (rc) return rc;
   if (!aligned16(dY) || !aligned16(W) || (temb && !aligned16(temb)) || (act && !aligned16(act)) ||
       (dtemb && !aligned16(dtemb)) || (dW && !aligned16(dW)) || (db && !aligned16(db)) || !aligned16(scratch)) {
     set_err(err, "adaln_backward: every pointer must be 16-byte aligned");
-    return 1;
+    return ADALN_BAD_ARGUMENT;
   }
   int sms = 0;
-  if ((rc = device_info(&sms, err))) return rc;
+  if ((rc = begin_call(device, &sms, err))) return rc;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
   const __nv_bfloat16* dy = reinterpret_cast<const __nv_bfloat16*>(dY);
   const __nv_bfloat16* w = reinterpret_cast<const __nv_bfloat16*>(W);
@@ -278,12 +341,12 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
   if (dtemb) {
     if (!temb) {
       set_err(err, "adaln_backward: d_temb needs temb");
-      return 1;
+      return ADALN_BAD_ARGUMENT;
     }
     size_t need = adaln_dtemb_scratch_bytes(T, D, N);
     if (scratch_bytes < need) {
       set_err(err, "adaln_backward: scratch of %zu bytes < %zu needed", scratch_bytes, need);
-      return 1;
+      return ADALN_BAD_ARGUMENT;
     }
     Chunking c = chunking(N);
     char* ws = reinterpret_cast<char*>(scratch);
@@ -312,7 +375,7 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
   if (dW) {
     if (!act) {
       set_err(err, "adaln_backward: dW needs act");
-      return 1;
+      return ADALN_BAD_ARGUMENT;
     }
     rc = gemm_dw(dY, act, dW, T, D, N, sms, scratch, kGemmWs, stream, err);
     if (rc) return rc;
@@ -323,7 +386,7 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
                                                       n8);
     if ((rc = check_launch(err, "db kernel"))) return rc;
   }
-  return 0;
+  return ADALN_OK;
 }
 
 }  // extern "C"

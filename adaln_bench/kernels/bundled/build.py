@@ -34,15 +34,15 @@ from pathlib import Path
 from typing import Optional
 
 HERE = Path(__file__).resolve().parent
-ABI_VERSION = 1
+ABI_VERSION = 2  # 2: entry points take the device index; adaln_status_name
 LIB_NAME = "libadaln_bundled.so"
 
-COMMON_HEADERS = ("gemms.h", "sm90_config.h")
+COMMON_HEADERS = ("gemms.h", "status.h", "cutlass_run.cuh", "sm90_config.h")
 PATH_SOURCES = {
     "sm90": ("api.cu", "sm90_fwd.cu", "sm90_dact.cu", "sm90_dw.cu"),
     "portable": ("api.cu", "portable_gemms.cu"),
 }
-PATH_HEADERS = {"sm90": ("sm90_common.cuh",), "portable": ()}
+PATH_HEADERS = {"sm90": ("sm90_common.cuh", "tma_guard.cuh"), "portable": ()}
 BASE_FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC",
               "-Xcompiler", "-fvisibility=hidden")
 
@@ -284,11 +284,14 @@ class Library:
         L.adaln_gemm_workspace_bytes.restype = sz
         L.adaln_dtemb_scratch_bytes.argtypes = [i64, i64, i64]
         L.adaln_dtemb_scratch_bytes.restype = sz
-        L.adaln_forward.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, vp, sz, vp, ctypes.c_char_p, ctypes.c_int]
+        dev = ctypes.c_int
+        L.adaln_forward.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, vp, sz, dev, vp, ctypes.c_char_p, ctypes.c_int]
         L.adaln_forward.restype = ctypes.c_int
-        L.adaln_backward.argtypes = [vp, vp, vp, vp, vp, vp, vp, i64, i64, i64, vp, sz, vp, ctypes.c_char_p,
+        L.adaln_backward.argtypes = [vp, vp, vp, vp, vp, vp, vp, i64, i64, i64, vp, sz, dev, vp, ctypes.c_char_p,
                                      ctypes.c_int]
         L.adaln_backward.restype = ctypes.c_int
+        L.adaln_status_name.argtypes = [ctypes.c_int]
+        L.adaln_status_name.restype = ctypes.c_char_p
         abi = L.adaln_abi_version()
         if abi != ABI_VERSION:
             raise BuildError(f"{lib_path}: ABI version {abi}, expected {ABI_VERSION}")
@@ -306,21 +309,24 @@ class Library:
     def dtemb_scratch_bytes(self, t: int, d: int, n: int) -> int:
         return int(self._lib.adaln_dtemb_scratch_bytes(t, d, n))
 
-    @staticmethod
-    def _check(rc: int, buf, what: str) -> None:
-        if rc != 0:
-            msg = buf.value.decode(errors="replace") or f"error code {rc}"
-            raise RuntimeError(f"bundled kernel {what} failed: {msg}")
+    def status_name(self, rc: int) -> str:
+        return self._lib.adaln_status_name(rc).decode()
 
-    def forward(self, temb, w, b, act, y, t, d, n, ws, ws_bytes, stream) -> None:
+    def _check(self, rc: int, buf, what: str) -> None:
+        """A failed call launched nothing (see api.cu), so it is an ordinary exception, never a sticky CUDA error."""
+        if rc != 0:
+            msg = buf.value.decode(errors="replace") or "no message"
+            raise RuntimeError(f"bundled kernel {what} failed ({self.status_name(rc)}, status {rc}): {msg}")
+
+    def forward(self, temb, w, b, act, y, t, d, n, ws, ws_bytes, device, stream) -> None:
         buf = ctypes.create_string_buffer(1024)
-        rc = self._lib.adaln_forward(temb, w, b, act, y, t, d, n, ws, ws_bytes, stream, buf, 1024)
+        rc = self._lib.adaln_forward(temb, w, b, act, y, t, d, n, ws, ws_bytes, device, stream, buf, 1024)
         self._check(rc, buf, "forward")
 
-    def backward(self, dy, w, temb, act, dtemb, dw, db, t, d, n, scratch, scratch_bytes, stream) -> None:
+    def backward(self, dy, w, temb, act, dtemb, dw, db, t, d, n, scratch, scratch_bytes, device, stream) -> None:
         buf = ctypes.create_string_buffer(1024)
-        rc = self._lib.adaln_backward(dy, w, temb, act, dtemb, dw, db, t, d, n, scratch, scratch_bytes, stream, buf,
-                                      1024)
+        rc = self._lib.adaln_backward(dy, w, temb, act, dtemb, dw, db, t, d, n, scratch, scratch_bytes, device, stream,
+                                      buf, 1024)
         self._check(rc, buf, "backward")
 
 

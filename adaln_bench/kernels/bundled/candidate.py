@@ -87,7 +87,7 @@ class _AdaLNProjection(torch.autograd.Function):
         with torch.cuda.device(dev):
             stream = torch.cuda.current_stream(dev).cuda_stream
             lib.forward(temb_c.data_ptr(), w_c.data_ptr(), b_c.data_ptr(), act.data_ptr(), y.data_ptr(), t, d, n,
-                        ws.data_ptr(), ws.numel(), stream)
+                        ws.data_ptr(), ws.numel(), dev.index, stream)
         ctx.lib = lib
         ctx.save_for_backward(temb_c, w_c, act)
         return y
@@ -116,7 +116,7 @@ class _AdaLNProjection(torch.autograd.Function):
         with torch.cuda.device(dev):
             stream = torch.cuda.current_stream(dev).cuda_stream
             lib.backward(dy.data_ptr(), w.data_ptr(), temb.data_ptr(), act.data_ptr(), ptr(dtemb), ptr(dw), ptr(db),
-                         t, d, n, scratch.data_ptr(), scratch_bytes, stream)
+                         t, d, n, scratch.data_ptr(), scratch_bytes, dev.index, stream)
         return dtemb, dw, db, None
 
 

@@ -5,6 +5,7 @@
 #include "cutlass/epilogue/thread/linear_combination.h"
 #include "cutlass/gemm/device/gemm_universal.h"
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
+#include "cutlass_run.cuh"
 #include "gemms.h"
 
 namespace adaln {
@@ -34,34 +35,6 @@ using GemmDw = cutlass::gemm::device::GemmUniversal<
     cutlass::gemm::GemmShape<128, 128, 32>, cutlass::gemm::GemmShape<64, 64, 32>, Inst,
     cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, 4, 8, 8>;
 
-template <class Gemm>
-int run2(typename Gemm::Arguments const& args, void* ws, size_t ws_bytes, cudaStream_t stream, Err err,
-         const char* what) {
-  Gemm gemm;
-  cutlass::Status st = gemm.can_implement(args);
-  if (st != cutlass::Status::kSuccess) {
-    set_err(err, "%s: CUTLASS can_implement failed: %s", what, cutlassGetStatusString(st));
-    return 2;
-  }
-  size_t need = Gemm::get_workspace_size(args);
-  if (need > ws_bytes) {
-    set_err(err, "%s: CUTLASS workspace %zu bytes > %zu provided", what, need, ws_bytes);
-    return 3;
-  }
-  st = gemm.initialize(args, ws, stream);
-  if (st != cutlass::Status::kSuccess) {
-    set_err(err, "%s: CUTLASS initialize failed: %s (%s)", what, cutlassGetStatusString(st),
-            cudaGetErrorString(cudaGetLastError()));
-    return 4;
-  }
-  st = gemm.run(stream);
-  cudaError_t ce = cudaGetLastError();
-  if (st != cutlass::Status::kSuccess || ce != cudaSuccess) {
-    set_err(err, "%s: CUTLASS run failed: %s / %s", what, cutlassGetStatusString(st), cudaGetErrorString(ce));
-    return 5;
-  }
-  return 0;
-}
 }  // namespace
 
 int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
@@ -69,7 +42,7 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
   (void)sm_count;
   typename GemmFwd::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(T), int(N), int(D)}, 1,
                                    {1.0f, 1.0f}, act, W, bias, Y, 0, 0, 0, 0, D, D, 0, N);
-  return run2<GemmFwd>(args, ws, ws_bytes, stream, err, "forward GEMM (portable)");
+  return run_cutlass<GemmFwd>(args, ws, ws_bytes, stream, err, "forward GEMM (portable)");
 }
 
 int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
@@ -78,7 +51,7 @@ int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t
   typename GemmDact::Arguments args(cutlass::gemm::GemmUniversalMode::kBatched, {int(Tb), int(D), int(kchunk)},
                                     int(L), {1.0f, 0.0f}, dY, W, partial, partial, kchunk, kchunk * D, plane, plane, N,
                                     D, D, D);
-  return run2<GemmDact>(args, ws, ws_bytes, stream, err, "d_act GEMM (portable)");
+  return run_cutlass<GemmDact>(args, ws, ws_bytes, stream, err, "d_act GEMM (portable)");
 }
 
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
@@ -86,6 +59,6 @@ int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int
   (void)sm_count;
   typename GemmDw::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(N), int(D), int(T)}, 1, {1.0f, 0.0f},
                                   dY, act, dW, dW, 0, 0, 0, 0, N, D, D, D);
-  return run2<GemmDw>(args, ws, ws_bytes, stream, err, "dW GEMM (portable)");
+  return run_cutlass<GemmDw>(args, ws, ws_bytes, stream, err, "dW GEMM (portable)");
 }
 }  // namespace adaln

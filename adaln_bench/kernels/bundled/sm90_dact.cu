@@ -42,7 +42,7 @@ int launch_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64
   args.epilogue.thread.alpha = 1.0f;
   args.epilogue.thread.beta = 0.0f;
   args.hw_info.sm_count = sm_count;
-  return run_gemm<Gemm>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
+  return run_cutlass<Gemm>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
 }
 }  // namespace
 

@@ -46,7 +46,7 @@ int launch_fwd(const void* W, const void* act, const void* bias, void* Y, int64_
   args.epilogue.thread.bias_ptr = reinterpret_cast<const bf16*>(bias);
   args.hw_info.sm_count = sm_count;
   args.scheduler.raster_order = cutlass::gemm::kernel::detail::RasterOrderOptions::AlongN;
-  return run_gemm<Gemm>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
+  return run_cutlass<Gemm>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
 }
 }  // namespace
 
