@@ -23,7 +23,6 @@ def modes_command(
 ) -> None:
     """Every mode: its environment, whether it switches on here, the library version, and why not."""
     from adaln_bench.commands.run import _resolve_device
-    from adaln_bench.harness.assemble import shape_model
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
     from adaln_bench.harness.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
@@ -32,7 +31,7 @@ def modes_command(
     runs = {}
     if check:
         run_device = _resolve_device(device)
-        options = ChildOptions(device=run_device, shape=shape_model(PRESETS["tiny"]), quick=True, timeout_s=timeout,
+        options = ChildOptions(device=run_device, shape=PRESETS["tiny"], quick=True, timeout_s=timeout,
                                modes_file=str(modes_file) if modes_file else None,
                                megatron_src=str(megatron_src) if megatron_src else None, check_only=True)
         with ModeRunner(options, [None], lambda mode, event: None) as runner:

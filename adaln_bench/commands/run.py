@@ -103,7 +103,7 @@ def run_command(
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
     from adaln_bench.commands.progress import RunProgress
-    from adaln_bench.harness.assemble import assemble_report, shape_model
+    from adaln_bench.harness.assemble import assemble_report
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
     from adaln_bench.reports.io import check_writable, write_report
     from adaln_bench.reports.render import print_summary
@@ -126,7 +126,7 @@ def run_command(
         print(f"adaln-bench: {run_device}, {shape.describe()}, {len(modes)} mode(s)"
               f"{', quick' if quick else ''}", file=sys.stderr)
 
-    options = ChildOptions(device=run_device, shape=shape_model(shape), quick=quick, timeout_s=timeout,
+    options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None)
     jobs = [ModeJob(m, per_mode[m.name]) for m in modes]

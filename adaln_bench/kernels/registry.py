@@ -12,6 +12,8 @@ from typing import Callable, Optional
 
 import torch
 
+from adaln_bench.shape import Shape
+
 ForwardFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -21,13 +23,11 @@ class BuildContext:
 
     mode: str
     device: torch.device
-    dim: int
-    hidden: int
-    modalities: int
+    shape: Shape
 
     @property
     def out_features(self) -> int:
-        return 6 * self.modalities * self.hidden
+        return self.shape.out_features
 
 
 @dataclass
