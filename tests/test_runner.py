@@ -7,7 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_cli
+
+# Each test starts real child processes that measure on the CPU: 60 to 120 s apiece on two cores.
+pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parent
 TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet")

@@ -9,21 +9,9 @@ from typing import List, Optional
 
 import typer
 
+from adaln_bench.commands.device import resolve_device
 from adaln_bench.errors import UserError
 from adaln_bench.harness.shapes import Shape, resolve_shape
-
-
-def _resolve_device(device: str) -> str:
-    import torch
-
-    if device not in ("auto", "cuda", "cpu"):
-        raise UserError(f"--device must be auto, cuda or cpu, not {device!r}")
-    has_cuda = torch.cuda.is_available()
-    if device == "cuda" and not has_cuda:
-        raise UserError("--device cuda: no CUDA device is available here (torch.cuda.is_available() is False)")
-    if device == "auto":
-        return "cuda" if has_cuda else "cpu"
-    return device
 
 
 def _parse_gpus(gpus: Optional[str], device: str) -> list[Optional[int]]:
@@ -112,7 +100,7 @@ def run_command(
         raise UserError("--timeout must be a positive number of seconds")
     if megatron_src is not None and not megatron_src.is_dir():
         raise UserError(f"--megatron-src {megatron_src}: not a directory")
-    run_device = _resolve_device(device)
+    run_device = resolve_device(device)
     slots = _parse_gpus(gpus, run_device)
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)

@@ -5,7 +5,6 @@ import os
 import platform
 import socket
 import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Optional
@@ -117,7 +116,3 @@ def torch_environment(device: str) -> Environment:
         hostname=socket.gethostname(),
         platform=f"{platform.system()} {platform.machine()}",
     )
-
-
-def python_executable() -> str:
-    return sys.executable

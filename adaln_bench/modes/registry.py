@@ -53,8 +53,6 @@ class Mode:
     description: str
     kind: ModeKind
     env: Mapping[str, str] = field(default_factory=dict)
-    # Distributions whose versions the report records for this mode (pip names).
-    libraries: tuple[str, ...] = ()
     # Runs in the child after `import torch`; raises when the mode cannot be switched on.
     enable: Optional[Callable[[ModeOptions], Switch]] = None
     torch_settings: Optional[TorchSettings] = None
@@ -101,8 +99,3 @@ def all_modes(extra_file: Optional[str] = None) -> dict[str, Mode]:
                 raise UserError(f"{extra_file}: mode {mode.name!r} already exists")
             modes[mode.name] = mode
     return modes
-
-
-def framework_modes() -> list[str]:
-    """The modes of the reference report, in its order: what a bare `adaln-bench run` runs."""
-    return [m.name for m in all_modes().values() if m.kind in ("baseline", "framework")]
