@@ -1,4 +1,4 @@
-"""Putting the children's results together into one report (SPEC §9)."""
+"""Putting the children's results together into one report (docs/spec.md#9-the-report)."""
 from __future__ import annotations
 
 import datetime as _dt

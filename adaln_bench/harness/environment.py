@@ -1,4 +1,4 @@
-"""What the report records about the machine, the libraries and the tool itself (SPEC §9)."""
+"""What the report records about the machine, the libraries and the tool itself (docs/spec.md#9-the-report)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""The three batch-invariance probes of SPEC §4, as pure functions of a `Runner`.
+"""The three batch-invariance probes (docs/spec.md#4-batch-invariance-probes), as pure functions of a `Runner`.
 
 A runner computes one *run*: the rows `rows` of the seeded batch (seed, n), forward and backward with
 the matching rows of that batch's upstream gradient. The probes only compare runs bitwise, so they can

@@ -169,7 +169,8 @@ def device_kind(report: Report) -> Optional[str]:
     return kind
 
 
-# RL-Kernel's reference report records no shape, but its kind only ever measured the H3 operator (SPEC §2).
+# RL-Kernel's reference report records no shape, but its kind only ever measured the H3 operator
+# (docs/spec.md#2-the-operator).
 H3_SHAPE = (2688, 5376, 3, 96768)
 
 

@@ -19,7 +19,7 @@ does not know yet, through the extra keys pydantic keeps: an entry works before 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, ClassVar, Literal, Optional, Union
 
 from adaln_bench.reports import format as fmt
 from adaln_bench.reports.schema import AccuracyLatency, BatchInvariance, CandidateResult, Distribution
@@ -37,6 +37,20 @@ def lookup(obj: Any, path: str) -> Any:
             return None
         obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
     return obj
+
+
+class _Field:
+    """An entry whose value is the field `name` of its parent record, found at `PARENT.name` in the report."""
+
+    PARENT: ClassVar[str]
+    name: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.PARENT}.{self.name}"
+
+    def value(self, parent: Any) -> Any:
+        return lookup(parent, self.name)
 
 
 # --- metrics per T ----------------------------------------------------------------------------------
@@ -60,8 +74,10 @@ ERROR = Kind("error", "max |y − ref| / max |ref|", fmt.error,
 
 
 @dataclass(frozen=True)
-class PointMetric:
+class PointMetric(_Field):
     """One number per T: `name` is its path below `accuracy_latency.<T>` and its name in a diff."""
+
+    PARENT = "accuracy_latency.<T>"
 
     name: str
     kind: Kind
@@ -71,13 +87,6 @@ class PointMetric:
     plot: bool = False  # drawn in a panel of its own
     summary: Optional[str] = None  # the `report` column it feeds: the worst value of that column's metrics
     exact = False
-
-    @property
-    def path(self) -> str:
-        return f"accuracy_latency.<T>.{self.name}"
-
-    def value(self, point: AccuracyLatency) -> Optional[float]:
-        return lookup(point, self.name)
 
     def distribution(self, point: AccuracyLatency) -> Optional[Distribution]:
         found = lookup(point, self.dist) if self.dist else None
@@ -170,20 +179,14 @@ class CountProbe:
 
 
 @dataclass(frozen=True)
-class FlagProbe:
+class FlagProbe(_Field):
     """A probe that passes or fails: `failure` is what the `report` table says when it fails."""
 
     name: str
     failure: str
     column: str
+    PARENT = "batch_invariance"
     exact = True
-
-    @property
-    def path(self) -> str:
-        return f"batch_invariance.{self.name}"
-
-    def value(self, inv: BatchInvariance) -> Optional[bool]:
-        return lookup(inv, self.name)
 
     @staticmethod
     def failing(value: Any) -> bool:

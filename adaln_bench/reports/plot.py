@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from adaln_bench.errors import UserError
 from adaln_bench.reports import metrics
@@ -137,8 +136,12 @@ def invariance_cells(report: Report, mode: str, candidate: str) -> list[Cell]:
 
 
 def _status_cells(entry: CandidateResult) -> list[tuple[str, Cell]]:
-    return [(s.column, Cell(MISSING, GREY) if (v := s.value(entry)) is None else Cell(v, RED if s.failing(v) else GREEN))
-            for s in metrics.CANDIDATE_STATUSES]
+    cells = []
+    for status in metrics.CANDIDATE_STATUSES:
+        value = status.value(entry)
+        cell = Cell(MISSING, GREY) if value is None else Cell(value, RED if status.failing(value) else GREEN)
+        cells.append((status.column, cell))
+    return cells
 
 
 # --- drawing ----------------------------------------------------------------------------------------

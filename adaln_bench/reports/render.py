@@ -139,5 +139,6 @@ def markdown(report: Report) -> str:
     groups = consistency_groups(report)
     if len(groups) > 1:
         lines += ["", "Train–infer consistency (seed 3, 257 rows; same letter = bitwise identical):", ""]
-        lines += markdown_table(["mode", "candidate", "output", "d_temb"], [(m, f"`{c}`", o, g) for m, c, o, g in groups])
+        lines += markdown_table(["mode", "candidate", "output", "d_temb"],
+                                [(m, f"`{c}`", o, g) for m, c, o, g in groups])
     return "\n".join(lines) + "\n"
