@@ -1,4 +1,4 @@
-"""The `adaln-bench` command line. Each command's work lives in its own module; this file only wires them.
+"""The `adaln-bench` command line. Each command's arguments live in its own module; this file only wires them.
 
 A user's mistake (UserError) is one line on stderr and exit code 2; anything else is a bug and keeps its traceback.
 """
@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Callable
 
 import typer
 
 # numpy is optional: torch warns at import when it is missing, which would only be noise here.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from adaln_bench.errors import UserError
+from adaln_bench.commands.diff import diff_command  # noqa: E402
+from adaln_bench.commands.listing import candidates_command, env_command, modes_command  # noqa: E402
+from adaln_bench.commands.plot import plot_command  # noqa: E402
+from adaln_bench.commands.report import report_command  # noqa: E402
+from adaln_bench.commands.run import run_command  # noqa: E402
+from adaln_bench.errors import UserError  # noqa: E402
+
+try:  # typer >= 0.29 raises the errors of its bundled copy of click, older releases click's own
+    from typer._click import exceptions as _click_errors
+except ImportError:
+    from click import exceptions as _click_errors
 
 app = typer.Typer(
     add_completion=False,
@@ -23,44 +32,25 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-
-def _register(name: str, module: str, attr: str) -> None:
-    """Attach a command defined in another module, so cli.py stays a table of contents."""
-    import importlib
-
-    fn: Callable = getattr(importlib.import_module(module), attr)
-    app.command(name)(fn)
-
-
-COMMANDS = (
-    ("run", "adaln_bench.commands.run", "run_command"),
-    ("report", "adaln_bench.commands.report", "report_command"),
-    ("diff", "adaln_bench.commands.diff", "diff_command"),
-    ("plot", "adaln_bench.commands.plot", "plot_command"),
-    ("modes", "adaln_bench.commands.listing", "modes_command"),
-    ("candidates", "adaln_bench.commands.listing", "candidates_command"),
-    ("env", "adaln_bench.commands.listing", "env_command"),
-)
-
-
-for _name, _module, _attr in COMMANDS:
-    _register(_name, _module, _attr)
+app.command("run")(run_command)
+app.command("report")(report_command)
+app.command("diff")(diff_command)
+app.command("plot")(plot_command)
+app.command("modes")(modes_command)
+app.command("candidates")(candidates_command)
+app.command("env")(env_command)
 
 
 def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """Usage and other click errors: typer >= 0.29 raises those of its bundled click copy, older ones click's."""
-    usage: list[type] = []
-    other: list[type] = []
-    for module in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            import importlib
-
-            exceptions = importlib.import_module(module)
-        except ImportError:
-            continue
-        usage.append(exceptions.UsageError)
-        other.append(exceptions.ClickException)
-    return tuple(usage), tuple(other)
+    """Usage and other click errors, of typer's bundled click and of click itself where both are installed."""
+    modules = [_click_errors]
+    try:
+        from click import exceptions as plain_click
+    except ImportError:
+        plain_click = _click_errors
+    if plain_click is not _click_errors:
+        modules.append(plain_click)
+    return tuple(m.UsageError for m in modules), tuple(m.ClickException for m in modules)
 
 
 _CLICK_USAGE, _CLICK_OTHER = _click_exception_types()

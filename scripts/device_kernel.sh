@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU-machine call for the bundled kernel: install the carried CUTLASS wheel, load (or build) both code
-# paths for sm_90a, the GPU pytest file, then per path in its own process: correctness vs FP64, bitwise
-# invariance and timing vs cuBLAS (same process, same run). Full logs under $OUT; short tables last.
+# paths for sm_90a, the GPU pytest file, then per build in its own process (scripts/device_kernel.py): the
+# device time of each C entry point and bitwise comparisons of single rows across builds. The kernel as a
+# candidate (probes, accuracy, latency against cuBLAS) is measured by `adaln-bench run --candidate bundled`
+# (scripts/device_report.sh). Full logs under $OUT; short tables last.
 #
 # Carry: .whl (nvidia_cutlass-4.2.0.0 wheel) and .kernel-cache (prebuilt libraries, optional).
 #   run: export PYTHONUNBUFFERED=1; bash scripts/device_kernel.sh
@@ -47,11 +49,11 @@ done
 timeout 60 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_bundled_gpu.py 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -4
 for v in $VARIANTS; do
   IFS=: read -r name path defs <<< "$v"
-  timeout 80 python3 scripts/device_kernel.py "$name" "$path" "$defs" > "$OUT/bench_$name.txt" 2>&1
+  timeout 80 python3 scripts/device_kernel.py "$name" "$path" "$defs" --out "$OUT" > "$OUT/bench_$name.txt" 2>&1
   echo "bench $name rc=$?"
 done
-grep -h '^\[sanity\|^\[candidate\|^\[cross\|FAILED\|Error' "$OUT"/bench_*.txt | cut -c1-300 | tail -20
+grep -h '^\[sanity\|^\[cross\|FAILED\|Error' "$OUT"/bench_*.txt | cut -c1-300 | tail -20
 for v in $VARIANTS; do
   IFS=: read -r name path defs <<< "$v"
-  sed -n '/^=== bundled/,$p' "$OUT/bench_$name.txt" | grep -v '^  acc T=[34]:'
+  sed -n '/^=== bundled/,$p' "$OUT/bench_$name.txt"
 done

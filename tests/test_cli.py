@@ -18,6 +18,7 @@ def _reference_keys(obj, prefix=""):
     return keys
 
 
+@pytest.mark.slow
 def test_run_plain_writes_the_reference_structure(tmp_path, reference_path):
     out = tmp_path / "r.json"
     proc = run_cli("run", *TINY, "--mode", "plain", "--out", str(out))

@@ -329,7 +329,7 @@ def test_cpu_report_is_not_comparable_with_a_gpu_report():
     result = diff(edited(cpu))
     assert exit_code(result) == EXIT_NOT_COMPARABLE
     assert ("device", "cuda", "cpu", True) in [(c.field, c.old, c.new, c.blocks) for c in result.config]
-    # Allowed, invariance and accuracy are compared, but CPU and GPU timings never are (SPEC §6).
+    # Allowed, invariance and accuracy are compared, but CPU and GPU timings never are (docs/spec.md#6-latency).
     allowed = diff(edited(cpu), allow_different_device=True)
     assert exit_code(allowed) == EXIT_OK
     assert {r.metric for r in allowed.rows} == {"batch_invariant", "fwd_rel_err", "grad_rel_err.temb",

@@ -4,8 +4,9 @@ import torch
 
 from adaln_bench.kernels import diffusers_baseline as baseline
 from adaln_bench.kernels.registry import BuildContext
+from adaln_bench.shape import Shape
 
-CTX = BuildContext(mode="plain", device=torch.device("cpu"), dim=32, hidden=8, modalities=3)
+CTX = BuildContext(mode="plain", device=torch.device("cpu"), shape=Shape(32, 8, 3))
 
 
 def _leaves(seed=0):

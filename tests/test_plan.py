@@ -1,4 +1,4 @@
-"""The probe plan's derived numbers must be exactly SPEC §4's and the reference report's."""
+"""The probe plan's derived numbers must be exactly those of docs/spec.md#4-batch-invariance-probes and the reference report's."""
 import json
 
 from adaln_bench.harness import plan as P

@@ -60,6 +60,7 @@ def test_recipe_name_clash_and_missing_file(tmp_path):
         load_recipe_file(str(tmp_path / "absent.toml"))
 
 
+@pytest.mark.slow
 def test_a_user_recipe_runs_in_its_own_child_with_its_environment(tmp_path):
     path = tmp_path / "r.toml"
     path.write_text(GOOD)

@@ -60,3 +60,38 @@ def test_unwritable_target_is_a_user_error(reference_path, tmp_path):
     locked.chmod(0o500)
     with pytest.raises(UserError):
         write_report(read_report(reference_path), locked / "r.json")
+
+
+def _versioned(reference_path, tmp_path, version):
+    data = json.loads(reference_path.read_text())
+    data["schema_version"] = version
+    path = tmp_path / "versioned.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_newer_schema_version_is_refused_on_every_command(reference_path, tmp_path, capsys):
+    from conftest import run_main
+
+    from adaln_bench.reports.schema import SCHEMA_VERSION
+
+    newer = _versioned(reference_path, tmp_path, SCHEMA_VERSION + 1)
+    expected = (f"adaln-bench: {newer}: schema_version {SCHEMA_VERSION + 1} is newer than this adaln-bench reads "
+                f"(up to {SCHEMA_VERSION}); upgrade adaln-bench to read it\n")
+    for argv in (["report", str(newer)], ["diff", str(reference_path), str(newer)]):
+        code, out, err = run_main(argv, capsys)
+        assert (code, out, err) == (2, "", expected)
+
+
+@pytest.mark.parametrize("version", [0, "1", 1.5, True])
+def test_a_malformed_schema_version_is_refused(reference_path, tmp_path, version):
+    with pytest.raises(NotAReportError, match="schema_version must be a positive integer"):
+        read_report(_versioned(reference_path, tmp_path, version))
+
+
+def test_known_and_missing_schema_versions_read(reference_path, tmp_path):
+    from adaln_bench.reports.schema import SCHEMA_VERSION
+
+    assert "schema_version" not in json.loads(reference_path.read_text())  # RL-Kernel's format has none
+    assert read_report(reference_path).schema_version is None
+    assert read_report(_versioned(reference_path, tmp_path, SCHEMA_VERSION)).schema_version == SCHEMA_VERSION

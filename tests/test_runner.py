@@ -7,7 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_cli
+
+# Each test starts real child processes that measure on the CPU: 60 to 120 s apiece on two cores.
+pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parent
 TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet")
@@ -82,7 +86,6 @@ def test_interrupt_keeps_finished_modes_and_marks_incomplete(tmp_path):
 
 
 def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
-    from adaln_bench.harness.assemble import shape_model
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
     from adaln_bench.harness.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
@@ -91,7 +94,7 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
     monkeypatch.setenv("FIXTURE_BARRIER_DIR", str(tmp_path))
     monkeypatch.setenv("FIXTURE_BARRIER_MODES", "plain,cublaslt_ws1")
     modes = all_modes()
-    options = ChildOptions(device="cpu", shape=shape_model(PRESETS["tiny"]), quick=True, timeout_s=200)
+    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200)
     outcomes = {}
     with ModeRunner(options, [0, 1], lambda mode, event: None) as runner:
         runner.run_all([ModeJob(modes["plain"], ["fixture_candidates:barrier"]),

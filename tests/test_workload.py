@@ -74,8 +74,8 @@ def test_fingerprint_hashes_the_tensor_bytes_without_numpy():
 
     code = ("import sys; sys.modules['numpy'] = None\n"
             "import torch\n"
-            "from adaln_bench.harness.child import _sha256\n"
-            "print(_sha256(torch.arange(4, dtype=torch.int16)[1:]))\n")
+            "from adaln_bench.harness.fingerprint import sha256\n"
+            "print(sha256(torch.arange(4, dtype=torch.int16)[1:]))\n")
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -1,37 +1,23 @@
 """`adaln-bench diff OLD NEW`: verdicts between two reports, as a rich table, Markdown or JSON.
 
-The verdicts come from the pure engine in adaln_bench.reports.diff; this module reads the two reports,
-resolves the thresholds, renders, and turns the result into the exit code.
+Argument handling only: the verdicts come from the engine in adaln_bench.reports.diff and are presented by
+adaln_bench.reports.diff_render; this module reads the two reports, resolves the thresholds, and turns the
+result into the exit code.
 """
 from __future__ import annotations
 
 import json
-import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports.diff import (
-    AVAILABILITY_METRIC,
-    INVARIANCE_METRIC,
-    LATENCY_METRICS,
-    POINT_METRIC,
-    REGRESSION_VERDICTS,
-    FailOn,
-    ReportDiff,
-    Row,
-    Value,
-    Verdict,
-    diff_reports,
-    exit_code,
-)
+from adaln_bench.reports.diff import FailOn, diff_reports, exit_code
+from adaln_bench.reports.diff_render import diff_to_json, render_markdown, render_rich
 from adaln_bench.reports.git_source import load_report
-from adaln_bench.reports.schema import Report
-from adaln_bench.reports.thresholds import resolve_thresholds, thresholds_as_dict
+from adaln_bench.reports.thresholds import resolve_thresholds
 
 # Paragraphs are single lines: typer reflows them to the terminal's width.
 HELP = (
@@ -46,17 +32,6 @@ HELP = (
     "2 bad input (unreadable file, not a report, bad REV:path, bad thresholds); "
     "3 not comparable (different GPUs, one quick and one full report, different shapes). See docs/diff.md.\n"
 )
-
-VERDICT_STYLE = {
-    Verdict.SAME: "dim",
-    Verdict.BETTER: "bold green",
-    Verdict.WORSE: "bold red",
-    Verdict.AMBIGUOUS: "yellow",
-    Verdict.MISSING: "bold red",
-    Verdict.NEW: "cyan",
-}
-VERDICT_ORDER = [Verdict.WORSE, Verdict.MISSING, Verdict.AMBIGUOUS, Verdict.BETTER, Verdict.NEW, Verdict.SAME]
-
 
 def diff_command(
     old: str = typer.Argument(..., metavar="OLD", help="Report file or REV:path (the baseline)."),
@@ -103,263 +78,3 @@ def diff_command(
 
 
 diff_command.__doc__ = HELP
-
-
-# --- shared formatting ------------------------------------------------------------------------------
-
-
-def report_facts(report: Report) -> str:
-    """kind, commit, device and quick flag: enough to tell two reports apart at a glance."""
-    commit = report.tool.commit if report.tool and report.tool.commit else report.rl_kernel_commit
-    dirty = report.tool.dirty if report.tool else report.tracked_tree_dirty
-    parts = [report.kind]
-    if commit:
-        parts.append(f"commit {commit[:10]}{' (dirty)' if dirty else ''}")
-    parts.append(report.environment.gpu or report.device or report.environment.device or "unknown device")
-    if report.quick:
-        parts.append("quick")
-    return ", ".join(parts)
-
-
-def format_value(metric: str, value: Value) -> str:
-    if value is None:
-        return "—"
-    if metric == INVARIANCE_METRIC:
-        return "invariant" if value else "NOT invariant"
-    if isinstance(value, str):
-        return value
-    if metric in LATENCY_METRICS:
-        return f"{value:.1f} µs" if value < 1000 else f"{value / 1000:.4g} ms"
-    if isinstance(value, float):
-        return "0" if value == 0 else f"{value:.3e}"
-    return str(value)
-
-
-def format_change(row: Row) -> str:
-    return "" if row.change is None else f"{row.change:+.1%}"
-
-
-def format_t(row: Row) -> str:
-    return "" if row.t is None else str(row.t)
-
-
-def headline(result: ReportDiff, fail_on: FailOn, code: int) -> str:
-    if not result.comparable:
-        return "not comparable: " + "; ".join(result.not_comparable)
-    regressions = len(result.regressions)
-    counts = result.verdict_counts()
-    tally = ", ".join(f"{counts[v.value]} {v.value}" for v in VERDICT_ORDER if counts[v.value])
-    if regressions:
-        what = f"{regressions} regression{'s' if regressions != 1 else ''}"
-    elif result.changes and code == 1:
-        what = f"{len(result.changes)} change{'s' if len(result.changes) != 1 else ''} (--fail-on any-change)"
-    elif result.changes:
-        what = "no regression"
-    else:
-        what = "no change"
-    ignored = " (ignored: --fail-on never)" if regressions and fail_on is FailOn.never else ""
-    return f"{what}{ignored}; {len(result.rows)} compared: {tally or 'nothing'}"
-
-
-def summary_rows(result: ReportDiff) -> list[tuple[str, str, str, dict[str, int], Verdict]]:
-    """Per (mode, candidate): invariance old → new, verdict counts, and the worst verdict."""
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for row in result.rows:
-        groups.setdefault((row.mode, row.candidate), []).append(row)
-    out = []
-    for (mode, candidate), rows in groups.items():
-        counts = {v.value: 0 for v in Verdict}
-        for row in rows:
-            counts[row.verdict.value] += 1
-        worst = next(v for v in VERDICT_ORDER if counts[v.value])
-        inv = next((r for r in rows if r.metric == INVARIANCE_METRIC), None)
-        avail = next((r for r in rows if r.metric == AVAILABILITY_METRIC), None)
-        if inv is not None:
-            invariance = f"{_inv_word(inv.old)} → {_inv_word(inv.new)}" if inv.old != inv.new else _inv_word(inv.new)
-        elif avail is not None:
-            invariance = f"{avail.old} → {avail.new}" if avail.old != avail.new else str(avail.new)
-        else:
-            invariance = "—"
-        out.append((mode, candidate, invariance, counts, worst))
-    return out
-
-
-def _inv_word(value: Value) -> str:
-    return "—" if value is None else ("yes" if value else "NO")
-
-
-def _metric_label(row: Row) -> str:
-    return "T measured" if row.metric == POINT_METRIC else row.metric
-
-
-# --- rich -------------------------------------------------------------------------------------------
-
-
-def render_rich(result: ReportDiff, sides: dict[str, tuple[str, Report]], fail_on: FailOn, code: int,
-                show_all: bool) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
-
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    console = Console(width=width, highlight=False)
-    for label, (arg, report) in sides.items():
-        console.print(f"[bold]{label}[/]: {escape(arg)} ({escape(report_facts(report))})")
-    t = result.thresholds
-    console.print(f"thresholds: latency {t.latency:.0%} (and quartiles apart), accuracy {t.accuracy:.0%} "
-                  f"(floor {t.accuracy_floor:g}); fail on {fail_on.value}")
-
-    if result.config:
-        table = Table(title="Configuration differences", title_justify="left")
-        for col in ("field", "OLD", "NEW", "note"):
-            table.add_column(col)
-        for d in result.config:
-            note = Text.assemble(("not comparable " if d.blocks else "", "bold red"), d.note)
-            table.add_row(Text(d.field), Text(_cfg(d.old)), Text(_cfg(d.new)), note)
-        console.print(table)
-    else:
-        console.print("configuration: identical")
-    for note in result.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
-
-    if result.comparable:
-        summary = Table(title="Per candidate", title_justify="left")
-        for col in ("mode", "candidate", "invariant"):
-            summary.add_column(col)
-        shown = [v for v in VERDICT_ORDER if any(r.verdict is v for r in result.rows)]
-        for v in shown:
-            summary.add_column(v.value, justify="right")
-        summary.add_column("verdict")
-        for mode, candidate, invariance, counts, worst in summary_rows(result):
-            summary.add_row(Text(mode), Text(candidate), Text(invariance),
-                            *[str(counts[v.value] or "") for v in shown],
-                            Text(worst.value, style=VERDICT_STYLE[worst]))
-        console.print(summary)
-
-        rows = list(result.rows) if show_all else result.changes
-        if rows:
-            # The note (which probe failed, why a result is missing) is what a reader needs most, so it
-            # sits under the row's name, where it folds on a narrow terminal, instead of in a last column
-            # that a narrow terminal squeezes to nothing.
-            table = Table(title="All rows" if show_all else "Changes", title_justify="left", show_lines=True)
-            table.add_column("verdict", no_wrap=True)
-            table.add_column("mode / candidate / metric", ratio=1, overflow="fold")
-            for col in ("OLD", "NEW", "change"):
-                table.add_column(col, justify="right")
-            for row in rows:
-                where = Text.assemble((f"{row.mode} / {row.candidate}", "bold"), f"  {_metric_label(row)}",
-                                      f" T={row.t}" if row.t is not None else "")
-                if row.note:
-                    where.append("\n" + row.note, style="dim" if row.verdict is Verdict.SAME else "")
-                table.add_row(Text(row.verdict.value, style=VERDICT_STYLE[row.verdict]), where,
-                              Text(format_value(row.metric, row.old)), Text(format_value(row.metric, row.new)),
-                              format_change(row))
-            console.print(table)
-
-    style = "bold red" if code else "bold green"
-    console.print(Text(f"{headline(result, fail_on, code)} → exit {code}", style=style))
-
-
-def _cfg(value: Value) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
-
-
-# --- markdown ---------------------------------------------------------------------------------------
-
-
-def _md(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in rows]
-    return lines
-
-
-def _md_verdict(v: Verdict) -> str:
-    return f"**{v.value}**" if v in REGRESSION_VERDICTS else v.value
-
-
-def render_markdown(result: ReportDiff, sides: dict[str, tuple[str, Report]], fail_on: FailOn, code: int,
-                    show_all: bool) -> str:
-    mark = "❌" if code == 1 else ("⚠️" if code == 3 else "✅")
-    out = [f"## adaln-bench diff {mark} {_md(headline(result, fail_on, code))} (exit {code})", ""]
-    for label, (arg, report) in sides.items():
-        out.append(f"- **{label}**: `{arg}` ({_md(report_facts(report))})")
-    t = result.thresholds
-    out += [f"- thresholds: latency {t.latency:.0%} and quartiles apart; accuracy {t.accuracy:.0%}, "
-            f"floor {t.accuracy_floor:g}; fail on {fail_on.value}", ""]
-
-    out.append("### Configuration differences")
-    out.append("")
-    if result.config:
-        out += _md_table(["field", "OLD", "NEW", "note"],
-                         [[d.field, _cfg(d.old), _cfg(d.new),
-                           ("**not comparable** " if d.blocks else "") + d.note] for d in result.config])
-    else:
-        out.append("None: same GPU, software and settings.")
-    out.append("")
-    for note in result.notes:
-        out += [f"> {note}", ""]
-    if not result.comparable:
-        out += ["### Not comparable", ""] + [f"- {reason}" for reason in result.not_comparable] + [""]
-        return "\n".join(out)
-
-    rows = list(result.rows) if show_all else result.changes
-    out += ["### All rows" if show_all else "### Changes", ""]
-    if rows:
-        out += _md_table(
-            ["mode", "candidate", "metric", "T", "OLD", "NEW", "change", "verdict", "note"],
-            [[r.mode, r.candidate, _metric_label(r), format_t(r), format_value(r.metric, r.old),
-              format_value(r.metric, r.new), format_change(r), _md_verdict(r.verdict), r.note] for r in rows])
-    else:
-        out.append("Every row is SAME.")
-    out.append("")
-
-    shown = [v for v in VERDICT_ORDER if any(r.verdict is v for r in result.rows)]
-    out += ["<details><summary>Per candidate</summary>", ""]
-    out += _md_table(["mode", "candidate", "invariant", *[v.value for v in shown], "verdict"],
-                     [[m, c, inv, *[str(counts[v.value] or "") for v in shown], _md_verdict(worst)]
-                      for m, c, inv, counts, worst in summary_rows(result)])
-    out += ["", "</details>", ""]
-    return "\n".join(out)
-
-
-# --- json -------------------------------------------------------------------------------------------
-
-
-def _side_json(arg: str, report: Report) -> dict:
-    commit = report.tool.commit if report.tool and report.tool.commit else report.rl_kernel_commit
-    return {"source": arg, "kind": report.kind, "commit": commit, "gpu": report.environment.gpu,
-            "quick": report.quick}
-
-
-def _row_json(row: Row) -> dict:
-    data = asdict(row)
-    data["verdict"] = row.verdict.value
-    data["regression"] = row.regression
-    return data
-
-
-def diff_to_json(result: ReportDiff, sides: dict[str, tuple[str, Report]], fail_on: FailOn, code: int) -> dict:
-    return {
-        "old": _side_json(*sides["OLD"]),
-        "new": _side_json(*sides["NEW"]),
-        "thresholds": thresholds_as_dict(result.thresholds),
-        "fail_on": fail_on.value,
-        "comparable": result.comparable,
-        "not_comparable": list(result.not_comparable),
-        "invariance_counts_compared": result.invariance_counts_compared,
-        "config": [asdict(d) for d in result.config],
-        "notes": list(result.notes),
-        "counts": result.verdict_counts(),
-        "regressions": len(result.regressions),
-        "rows": [_row_json(row) for row in result.rows],
-        "exit_code": code,
-    }

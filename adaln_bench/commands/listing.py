@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from adaln_bench.commands.device import resolve_device
 from adaln_bench.reports.render import wide_console
 
 
@@ -22,8 +23,6 @@ def modes_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Every mode: its environment, whether it switches on here, the library version, and why not."""
-    from adaln_bench.commands.run import _resolve_device
-    from adaln_bench.harness.assemble import shape_model
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
     from adaln_bench.harness.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
@@ -31,8 +30,8 @@ def modes_command(
     modes = list(all_modes(str(modes_file) if modes_file else None).values())
     runs = {}
     if check:
-        run_device = _resolve_device(device)
-        options = ChildOptions(device=run_device, shape=shape_model(PRESETS["tiny"]), quick=True, timeout_s=timeout,
+        run_device = resolve_device(device)
+        options = ChildOptions(device=run_device, shape=PRESETS["tiny"], quick=True, timeout_s=timeout,
                                modes_file=str(modes_file) if modes_file else None,
                                megatron_src=str(megatron_src) if megatron_src else None, check_only=True)
         with ModeRunner(options, [None], lambda mode, event: None) as runner:
@@ -97,10 +96,9 @@ def env_command(
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
 ) -> None:
     """The environment a report would record: device, torch, CUDA, Python, library versions (JSON)."""
-    from adaln_bench.commands.run import _resolve_device
     from adaln_bench.harness.environment import tool_git_state, torch_environment
 
-    env = torch_environment(_resolve_device(device))
+    env = torch_environment(resolve_device(device))
     commit, dirty = tool_git_state()
     data = env.model_dump(mode="json", exclude_none=False)
     data["tool_commit"], data["tool_dirty"] = commit, dirty

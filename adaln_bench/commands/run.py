@@ -9,21 +9,9 @@ from typing import List, Optional
 
 import typer
 
+from adaln_bench.commands.device import resolve_device
 from adaln_bench.errors import UserError
 from adaln_bench.harness.shapes import Shape, resolve_shape
-
-
-def _resolve_device(device: str) -> str:
-    import torch
-
-    if device not in ("auto", "cuda", "cpu"):
-        raise UserError(f"--device must be auto, cuda or cpu, not {device!r}")
-    has_cuda = torch.cuda.is_available()
-    if device == "cuda" and not has_cuda:
-        raise UserError("--device cuda: no CUDA device is available here (torch.cuda.is_available() is False)")
-    if device == "auto":
-        return "cuda" if has_cuda else "cpu"
-    return device
 
 
 def _parse_gpus(gpus: Optional[str], device: str) -> list[Optional[int]]:
@@ -103,7 +91,7 @@ def run_command(
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
     from adaln_bench.commands.progress import RunProgress
-    from adaln_bench.harness.assemble import assemble_report, shape_model
+    from adaln_bench.harness.assemble import assemble_report
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
     from adaln_bench.reports.io import check_writable, write_report
     from adaln_bench.reports.render import print_summary
@@ -112,7 +100,7 @@ def run_command(
         raise UserError("--timeout must be a positive number of seconds")
     if megatron_src is not None and not megatron_src.is_dir():
         raise UserError(f"--megatron-src {megatron_src}: not a directory")
-    run_device = _resolve_device(device)
+    run_device = resolve_device(device)
     slots = _parse_gpus(gpus, run_device)
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
@@ -126,7 +114,7 @@ def run_command(
         print(f"adaln-bench: {run_device}, {shape.describe()}, {len(modes)} mode(s)"
               f"{', quick' if quick else ''}", file=sys.stderr)
 
-    options = ChildOptions(device=run_device, shape=shape_model(shape), quick=quick, timeout_s=timeout,
+    options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None)
     jobs = [ModeJob(m, per_mode[m.name]) for m in modes]

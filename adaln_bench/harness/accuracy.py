@@ -1,4 +1,7 @@
-"""Accuracy against an FP64 reference (SPEC §5): max |candidate − reference| / max |reference|."""
+"""Accuracy against an FP64 reference: max |candidate − reference| / max |reference|.
+
+The contract: docs/spec.md#5-accuracy-against-fp64.
+"""
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,4 @@
-"""Putting the children's results together into one report (SPEC §9)."""
+"""Putting the children's results together into one report (docs/spec.md#9-the-report)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -8,7 +8,7 @@ from typing import Optional
 from adaln_bench import __version__
 from adaln_bench.harness.environment import rl_kernel_commit, tool_git_state, torch_environment
 from adaln_bench.harness.runner import ModeOutcome
-from adaln_bench.harness.shapes import Shape
+from adaln_bench.shape import Shape
 from adaln_bench.modes.registry import Mode
 from adaln_bench.reports.schema import SCHEMA_VERSION, REPORT_KIND, Report, Shape as ShapeModel, ToolInfo
 
@@ -16,7 +16,8 @@ RFC = "RL-Align/RL-Kernel#420"
 OP = "adaln_projection"
 
 
-def shape_model(shape: Shape) -> ShapeModel:
+def shape_record(shape: Shape) -> ShapeModel:
+    """The shape as the report records it, with N written out."""
     return ShapeModel(dim=shape.dim, hidden=shape.hidden, modalities=shape.modalities,
                       out_features=shape.out_features, preset=shape.preset)
 
@@ -47,7 +48,7 @@ def assemble_report(modes: list[Mode], outcomes: dict[str, ModeOutcome], shape: 
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name="adaln-bench", version=__version__, commit=commit, dirty=dirty,
                       argv=list(argv if argv is not None else sys.argv)),
-        shape=shape_model(shape),
+        shape=shape_record(shape),
         device=device,
         modes={name: outcomes[name].run for name in ordered},
         incomplete=incomplete,

@@ -1,11 +1,10 @@
-"""What the report records about the machine, the libraries and the tool itself (SPEC §9)."""
+"""What the report records about the machine, the libraries and the tool itself (docs/spec.md#9-the-report)."""
 from __future__ import annotations
 
 import os
 import platform
 import socket
 import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Optional
@@ -117,7 +116,3 @@ def torch_environment(device: str) -> Environment:
         hostname=socket.gethostname(),
         platform=f"{platform.system()} {platform.machine()}",
     )
-
-
-def python_executable() -> str:
-    return sys.executable

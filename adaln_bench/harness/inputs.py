@@ -1,4 +1,7 @@
-"""The seeded inputs of SPEC §3, so that every run and the reference report compare number for number."""
+"""The seeded inputs, so that every run and the reference report compare number for number.
+
+The contract: docs/spec.md#3-inputs.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,7 @@
-"""What the probes run, as numbers: the sizes, seeds and derived index sets of SPEC §4, full and quick."""
+"""What the probes run, as numbers: the sizes, seeds and derived index sets, full and quick.
+
+The contract: docs/spec.md#4-batch-invariance-probes.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,11 +1,18 @@
-"""What the parent tells a mode's child process, and what the child writes back (validated both ways)."""
+"""What the parent and a mode's child process say to each other.
+
+The parent writes a `ChildSpec` file; the child writes a `ChildResult` file (both validated on read) and
+reports progress as lines on stdout that start with `PROGRESS_PREFIX`, written by `ProgressWriter`.
+"""
 from __future__ import annotations
 
+import json
+import time
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adaln_bench.reports.schema import CandidateEntry, Environment, ModeObservation, Shape
+from adaln_bench.reports.schema import CandidateEntry, Environment, ModeObservation
+from adaln_bench.shape import Shape
 
 PROGRESS_PREFIX = "@@adaln-bench-progress "
 
@@ -23,6 +30,8 @@ class ChildSpec(BaseModel):
     result_path: str
     # Only switch the mode on and report what was seen (for `adaln-bench modes`).
     check_only: bool = False
+    # What to measure per candidate: the probes (with the fingerprint), the errors against FP64, the times.
+    # A latency-only child (probes and accuracy off) makes no run but the timed ones.
     probes: bool = True
     accuracy: bool = True
     latency: bool = True
@@ -38,3 +47,27 @@ class ChildResult(BaseModel):
     candidates: dict[str, CandidateEntry] = Field(default_factory=dict)
     complete: bool = False
     wall_s: Optional[float] = None
+
+
+class ProgressWriter:
+    """The child's progress lines for the parent's bar, at most a few a second."""
+
+    MIN_INTERVAL_S = 0.25
+
+    def __init__(self, candidate: str, total: int):
+        self.candidate, self.total, self.done, self._last = candidate, total, 0, 0.0
+
+    def phase(self, name: str) -> None:
+        self._emit(name, force=True)
+
+    def tick(self, runs: int) -> None:
+        self.done += runs
+        self._emit(None, force=False)
+
+    def _emit(self, phase: Optional[str], force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.MIN_INTERVAL_S:
+            return
+        self._last = now
+        event = {"candidate": self.candidate, "done": self.done, "total": self.total, "phase": phase}
+        print(PROGRESS_PREFIX + json.dumps(event), flush=True)

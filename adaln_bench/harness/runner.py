@@ -25,7 +25,8 @@ from pydantic import ValidationError
 
 from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec
 from adaln_bench.modes.registry import Mode
-from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun, Shape
+from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun
+from adaln_bench.shape import Shape
 
 STDERR_TAIL_CHARS = 4000
 
@@ -55,6 +56,16 @@ class ChildOptions:
     modes_file: Optional[str] = None
     megatron_src: Optional[str] = None
     check_only: bool = False
+    # What each candidate's measurement includes (ChildSpec): all of it unless a caller needs less.
+    probes: bool = True
+    accuracy: bool = True
+    latency: bool = True
+
+    def child_spec(self, mode: str, candidates: list[str], result_path: Path) -> ChildSpec:
+        return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
+                         candidates=candidates, device=self.device, shape=self.shape, quick=self.quick,
+                         result_path=str(result_path), check_only=self.check_only, probes=self.probes,
+                         accuracy=self.accuracy, latency=self.latency)
 
 
 def _tail(path: Path) -> str:
@@ -116,9 +127,7 @@ class ModeRunner:
         result_path = self.workdir / f"{name}.result.json"
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
-        spec = ChildSpec(mode=name, modes_file=self.options.modes_file, megatron_src=self.options.megatron_src,
-                         candidates=job.candidates, device=self.options.device, shape=self.options.shape,
-                         quick=self.options.quick, result_path=str(result_path), check_only=self.options.check_only)
+        spec = self.options.child_spec(name, job.candidates, result_path)
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         env = {**os.environ, **job.mode.env}
         if gpu is not None:

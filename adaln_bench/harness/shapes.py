@@ -1,26 +1,10 @@
-"""Sizes of the AdaLN projection: D (temb width), H (hidden), M (modalities); N = 6 * M * H outputs."""
+"""The shape presets and how the command line's sizes resolve to one `Shape` (defined in adaln_bench.shape)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from adaln_bench.errors import UserError
+from adaln_bench.shape import Shape
 
-
-@dataclass(frozen=True)
-class Shape:
-    dim: int
-    hidden: int
-    modalities: int
-    preset: str | None = None
-
-    @property
-    def out_features(self) -> int:
-        return 6 * self.modalities * self.hidden
-
-    def describe(self) -> str:
-        name = f"{self.preset} " if self.preset else ""
-        return f"{name}(D={self.dim}, H={self.hidden}, M={self.modalities}, N={self.out_features})"
-
+__all__ = ["PRESETS", "Shape", "resolve_shape"]
 
 PRESETS: dict[str, Shape] = {
     # MiniMax-H3: the shape of the reference report, and the default on a GPU.

@@ -1,4 +1,7 @@
-"""Latency (SPEC §6): median of 100 samples after 20 warm-up calls, with the distribution kept beside it."""
+"""Latency: median of 100 samples after 20 warm-up calls, with the distribution kept beside it.
+
+The contract: docs/spec.md#6-latency.
+"""
 from __future__ import annotations
 
 import time

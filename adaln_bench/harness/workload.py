@@ -1,4 +1,7 @@
-"""One candidate bound to the seeded inputs: makes the *runs* the probes compare (SPEC §4)."""
+"""One candidate bound to the seeded inputs: makes the *runs* the probes compare.
+
+The contract: docs/spec.md#4-batch-invariance-probes.
+"""
 from __future__ import annotations
 
 from typing import Sequence

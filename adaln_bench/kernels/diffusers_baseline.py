@@ -32,9 +32,9 @@ def _diffusers_module():
 
 def _module_forward(cls, ctx: BuildContext):
     with torch.device("meta"):
-        module = cls(ctx.dim, ctx.hidden)
+        module = cls(ctx.shape.dim, ctx.shape.hidden)
     # The module's linear holds 6 * 3 * H outputs; other modality counts get a linear of their size.
-    module.linear = torch.nn.Linear(ctx.dim, ctx.out_features, bias=True, device="meta")
+    module.linear = torch.nn.Linear(ctx.shape.dim, ctx.out_features, bias=True, device="meta")
     captured: list[torch.Tensor] = []
     # The (T, N) table is the linear's output; the six pieces the module returns are views of it. Taking the
     # table itself (not a concatenation of the pieces) keeps a copy of the output out of the timings.

@@ -6,11 +6,13 @@ so a candidate with a custom backward wraps it in a `torch.autograd.Function`.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
+
+from adaln_bench.named_registry import NamedRegistry
+from adaln_bench.shape import Shape
 
 ForwardFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -21,13 +23,11 @@ class BuildContext:
 
     mode: str
     device: torch.device
-    dim: int
-    hidden: int
-    modalities: int
+    shape: Shape
 
     @property
     def out_features(self) -> int:
-        return 6 * self.modalities * self.hidden
+        return self.shape.out_features
 
 
 @dataclass
@@ -57,38 +57,19 @@ class Candidate:
         return f"{self.name}[{mode}]" if self.suffix_mode else self.name
 
 
-_REGISTRY: dict[str, Candidate] = {}
-
-# Modules that register built-in candidates on import; imported lazily so `import adaln_bench` stays cheap.
-_BUILTIN_MODULES = (
+# Built-in candidates register themselves when their module is imported, on the first lookup.
+_REGISTRY: NamedRegistry[Candidate] = NamedRegistry("candidate", (
     "adaln_bench.kernels.diffusers_baseline",
     "adaln_bench.kernels.bundled.candidate",
     "adaln_bench.kernels.rl_kernel",
-)
-
-
-def register(candidate: Candidate) -> Candidate:
-    if candidate.name in _REGISTRY:
-        raise ValueError(f"candidate {candidate.name!r} is registered twice")
-    _REGISTRY[candidate.name] = candidate
-    return candidate
-
-
-def _load_builtins() -> None:
-    for module in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            # A built-in module not written yet must not take the registry down; a real import
-            # error inside it (a missing dependency it should have guarded) is a bug and is raised.
-            if exc.name != module:
-                raise
+))
+register = _REGISTRY.register
 
 
 def all_candidates() -> dict[str, Candidate]:
-    _load_builtins()
+    _REGISTRY.load()
     _load_entry_points()
-    return dict(_REGISTRY)
+    return dict(_REGISTRY.entries)
 
 
 def _load_entry_points() -> None:
@@ -96,13 +77,13 @@ def _load_entry_points() -> None:
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="adaln_bench.candidates"):
-        if ep.name in _REGISTRY:
+        if ep.name in _REGISTRY.entries:
             continue
         obj = ep.load()
         candidate = obj() if callable(obj) and not isinstance(obj, Candidate) else obj
         if not isinstance(candidate, Candidate):
             raise TypeError(f"entry point {ep.name!r} gave {type(candidate).__name__}, not a Candidate")
-        _REGISTRY.setdefault(candidate.name, candidate)
+        _REGISTRY.entries.setdefault(candidate.name, candidate)
 
 
 def get(name: str) -> Candidate:

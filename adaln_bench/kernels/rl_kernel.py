@@ -1,4 +1,4 @@
-"""RL-Kernel's H3 AdaLN projection op, measured when RL-Kernel is installed (SPEC §8)."""
+"""RL-Kernel's H3 AdaLN projection op, measured when RL-Kernel is installed (docs/spec.md#8-candidates)."""
 from __future__ import annotations
 
 import importlib

@@ -84,7 +84,6 @@ def _mode(name: str, backend: str, env: dict[str, str], description: str) -> Mod
             description=description,
             kind="framework",
             env=env,
-            libraries=(LIBRARY, "transformer-engine", "triton"),
             enable=partial(enable_backend, backend),
         )
     )

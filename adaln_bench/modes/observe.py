@@ -114,8 +114,13 @@ def _flag(read) -> Optional[bool]:
     return value if isinstance(value, bool) else None
 
 
-def observe(mode: Mode, before: Mapping[str, str], switch: Optional[Switch]) -> ModeObservation:
-    """What this process sees now: the variables, torch's cuBLAS/TF32 settings, the overrides since `before`."""
+def observe(mode: Mode, before: Mapping[str, str], switch: Optional[Switch],
+            settings_restorable: bool = False) -> ModeObservation:
+    """What this process sees now: the variables, torch's cuBLAS/TF32 settings, the overrides since `before`.
+
+    `reference_mode_off` says how the FP64 reference runs: with the mode off (True), on because the switch has
+    no off (False), or with nothing to switch (None); a recipe's torch settings (`settings_restorable`) are
+    restored for it."""
     names = list(dict.fromkeys([*mode.env, *WATCHED_ENV]))
     matmul = torch.backends.cuda.matmul
     return ModeObservation(
@@ -131,5 +136,5 @@ def observe(mode: Mode, before: Mapping[str, str], switch: Optional[Switch]) -> 
         library=switch.library if switch else None,
         library_version=switch.library_version if switch else None,
         switch_path=switch.path if switch else None,
-        reference_mode_off=(switch.off is not None) if switch else None,
+        reference_mode_off=(switch.off is not None) if switch else (True if settings_restorable else None),
     )

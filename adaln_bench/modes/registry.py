@@ -6,9 +6,10 @@ and returns a `Switch` that says what it used and how to switch it off for the F
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Mapping, Optional
+
+from adaln_bench.named_registry import NamedRegistry
 
 ModeKind = Literal["baseline", "framework", "recipe"]
 
@@ -53,44 +54,24 @@ class Mode:
     description: str
     kind: ModeKind
     env: Mapping[str, str] = field(default_factory=dict)
-    # Distributions whose versions the report records for this mode (pip names).
-    libraries: tuple[str, ...] = ()
     # Runs in the child after `import torch`; raises when the mode cannot be switched on.
     enable: Optional[Callable[[ModeOptions], Switch]] = None
     torch_settings: Optional[TorchSettings] = None
 
 
-_MODULES = (
+_REGISTRY: NamedRegistry[Mode] = NamedRegistry("mode", (
     "adaln_bench.modes.plain",
     "adaln_bench.modes.vllm",
     "adaln_bench.modes.sglang",
     "adaln_bench.modes.megatron",
     "adaln_bench.modes.recipes",
-)
-
-_REGISTRY: dict[str, Mode] = {}
-
-
-def register(mode: Mode) -> Mode:
-    if mode.name in _REGISTRY:
-        raise ValueError(f"mode {mode.name!r} is registered twice")
-    _REGISTRY[mode.name] = mode
-    return mode
-
-
-def _load() -> None:
-    for module in _MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:  # a module that exists but fails to import is a bug
-                raise
+))
+register = _REGISTRY.register
 
 
 def all_modes(extra_file: Optional[str] = None) -> dict[str, Mode]:
     """Every registered mode in registry order, plus the recipes of a user's TOML file."""
-    _load()
-    modes = dict(_REGISTRY)
+    modes = _REGISTRY.load()
     if extra_file:
         from adaln_bench.modes.recipes import load_recipe_file
 
@@ -101,8 +82,3 @@ def all_modes(extra_file: Optional[str] = None) -> dict[str, Mode]:
                 raise UserError(f"{extra_file}: mode {mode.name!r} already exists")
             modes[mode.name] = mode
     return modes
-
-
-def framework_modes() -> list[str]:
-    """The modes of the reference report, in its order: what a bare `adaln-bench run` runs."""
-    return [m.name for m in all_modes().values() if m.kind in ("baseline", "framework")]

@@ -43,7 +43,6 @@ SGLANG = register(
         name="sglang",
         description="SGLang enable_batch_invariant_mode(): Triton (or DeepGEMM) overrides of aten mm, addmm, bmm, ...",
         kind="framework",
-        libraries=("sglang", "triton"),
         enable=enable,
     )
 )
@@ -54,7 +53,6 @@ SGLANG_IEEE = register(
         description="as sglang, with TRITON_F32_DEFAULT=ieee: fp32 Triton dots in IEEE fp32, not TF32",
         kind="framework",
         env={"TRITON_F32_DEFAULT": "ieee"},
-        libraries=("sglang", "triton"),
         enable=enable,
     )
 )

@@ -41,7 +41,6 @@ VLLM = register(
         ),
         kind="framework",
         env=ENV,
-        libraries=("vllm", "triton"),
         enable=enable,
     )
 )

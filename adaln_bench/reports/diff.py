@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional
 
+from adaln_bench.reports import metrics
+from adaln_bench.reports.format import Value, duration, plain
+from adaln_bench.reports.metrics import INVARIANT as INVARIANCE_METRIC, PointMetric
 from adaln_bench.reports.schema import (
     PRIOR_ART_KIND,
     AccuracyLatency,
@@ -30,8 +33,6 @@ from adaln_bench.reports.schema import (
     Report,
 )
 from adaln_bench.reports.thresholds import Thresholds
-
-Value = Union[bool, int, float, str, None]
 
 
 class Verdict(str, Enum):
@@ -57,9 +58,6 @@ EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOT_COMPARABLE = 3
 
-ERROR_METRICS = ("fwd_rel_err", "grad_rel_err.temb", "grad_rel_err.w", "grad_rel_err.b")
-LATENCY_METRICS = ("fwd_us", "fwd_bwd_us")
-INVARIANCE_METRIC = "batch_invariant"
 AVAILABILITY_METRIC = "availability"
 POINT_METRIC = "accuracy_latency"  # a whole T that appeared or disappeared
 
@@ -79,7 +77,7 @@ class ConfigDifference:
 class ProbeCount:
     """One count of one batch-invariance probe, on both sides. `total` is what it counts out of."""
 
-    probe: str  # all_rows, full_vs_sub_batches, batch_size_sweep, params_repeatable
+    probe: str  # a name in metrics.PROBES: all_rows, params_repeatable, …
     what: str  # e.g. "n=257 rowgrad_differ"
     old: Value
     new: Value
@@ -89,8 +87,8 @@ class ProbeCount:
         of = f" of {self.total}" if self.total is not None else ""
         label = f"{self.probe} {self.what}".strip()
         if self.old == self.new:
-            return f"{label} {_fmt_count(self.new)}{of}"
-        return f"{label} {_fmt_count(self.old)} → {_fmt_count(self.new)}{of}"
+            return f"{label} {plain(self.new)}{of}"
+        return f"{label} {plain(self.old)} → {plain(self.new)}{of}"
 
 
 @dataclass(frozen=True)
@@ -171,7 +169,8 @@ def device_kind(report: Report) -> Optional[str]:
     return kind
 
 
-# RL-Kernel's reference report records no shape, but its kind only ever measured the H3 operator (SPEC §2).
+# RL-Kernel's reference report records no shape, but its kind only ever measured the H3 operator
+# (docs/spec.md#2-the-operator).
 H3_SHAPE = (2688, 5376, 3, 96768)
 
 
@@ -276,30 +275,24 @@ def compare_configuration(
 
 
 def _probe_counts(old: BatchInvariance, new: BatchInvariance) -> list[ProbeCount]:
-    """Every count of every probe, old beside new, in the order the spec lists the probes."""
+    """Every count of every probe in metrics.PROBES, old beside new, sizes ascending."""
     counts: list[ProbeCount] = []
-    for n in sorted(set(old.all_rows) | set(new.all_rows), key=_int_key):
-        a, b = old.all_rows.get(n), new.all_rows.get(n)
-        total = b.rows if b is not None else (a.rows if a is not None else None)
-        for what in ("fwd_differ", "rowgrad_differ"):
-            counts.append(ProbeCount("all_rows", f"n={n} {what}",
-                                     None if a is None else getattr(a, what),
-                                     None if b is None else getattr(b, what), total))
-    counts.append(ProbeCount("params_repeatable", "", old.params_repeatable, new.params_repeatable))
-    so, sn = old.full_vs_sub_batches, new.full_vs_sub_batches
-    for what in ("fwd_differ", "rowgrad_differ"):
-        counts.append(ProbeCount("full_vs_sub_batches", what, getattr(so, what), getattr(sn, what),
-                                 sn.sub_batches))
-    wo, wn = old.batch_size_sweep, new.batch_size_sweep
-    counts.append(ProbeCount("batch_size_sweep", "differ", wo.differ, wn.differ, wn.comparisons))
+    for probe in metrics.PROBES:
+        if isinstance(probe, metrics.FlagProbe):
+            counts.append(ProbeCount(probe.name, "", probe.value(old), probe.value(new)))
+            continue
+        records_old, records_new = probe.records(old), probe.records(new)
+        for size in _ordered_union(records_old, records_new, key=lambda k: -1 if k is None else _int_key(k)):
+            a, b = records_old.get(size), records_new.get(size)
+            total = metrics.lookup(b if b is not None else a, probe.total)
+            for count in probe.counts:
+                counts.append(ProbeCount(probe.name, probe.what(size, count), metrics.lookup(a, count.field),
+                                         metrics.lookup(b, count.field), total))
     return counts
 
 
 def _failing(count: ProbeCount, side: str) -> bool:
-    value = count.new if side == "new" else count.old
-    if count.probe == "params_repeatable":
-        return value is False
-    return isinstance(value, int) and value > 0
+    return metrics.probe(count.probe).failing(count.new if side == "new" else count.old)
 
 
 def compare_invariance(
@@ -349,19 +342,14 @@ def compare_invariance(
 # --- accuracy and latency ---------------------------------------------------------------------------
 
 
-def _metric_value(point: AccuracyLatency, metric: str) -> Optional[float]:
-    if metric.startswith("grad_rel_err."):
-        grads = point.grad_rel_err
-        return None if grads is None else getattr(grads, metric.split(".", 1)[1])
-    return getattr(point, metric)
-
-
 def _relative(old: float, new: float) -> Optional[float]:
     return (new - old) / old if old != 0 else None
 
 
-def compare_error(old: float, new: float, thresholds: Thresholds) -> tuple[Verdict, Optional[float], str]:
-    """Lower is better. A change counts only beyond both the relative threshold and the absolute floor."""
+def compare_error(old: float, new: float, thresholds: Thresholds,
+                  metric: Optional[PointMetric] = None) -> tuple[Verdict, Optional[float], str]:
+    """A change counts only beyond both the relative threshold and the absolute floor; lower is better
+    unless `metric` says otherwise."""
     change = _relative(old, new)
     delta = abs(new - old)
     if delta <= thresholds.accuracy_floor:
@@ -369,28 +357,29 @@ def compare_error(old: float, new: float, thresholds: Thresholds) -> tuple[Verdi
         return Verdict.SAME, change, note
     if old != 0 and delta <= thresholds.accuracy * abs(old):
         return Verdict.SAME, change, f"within {thresholds.accuracy:.0%}"
-    return (Verdict.WORSE if new > old else Verdict.BETTER), change, ""
+    return (Verdict.WORSE if _worse(metric, old, new) else Verdict.BETTER), change, ""
 
 
-def _us_text(us: float) -> str:
-    return f"{us:.1f} µs" if us < 1000 else f"{us / 1000:.4g} ms"
+def _worse(metric: Optional[PointMetric], old: float, new: float) -> bool:
+    return metric.worse(old, new) if metric is not None else new > old
 
 
 def _iqr_text(d: Distribution) -> str:
-    return f"[{_us_text(d.q1)}, {_us_text(d.q3)}]"
+    return f"[{duration(d.q1)}, {duration(d.q3)}]"
 
 
 def compare_latency(
     old: float, new: float, old_dist: Optional[Distribution], new_dist: Optional[Distribution],
-    thresholds: Thresholds,
+    thresholds: Thresholds, metric: Optional[PointMetric] = None,
 ) -> tuple[Verdict, Optional[float], str]:
-    """Lower is better. A change counts when the medians move beyond the threshold and the IQRs part."""
+    """A change counts when the medians move beyond the threshold and the IQRs part; lower is better
+    unless `metric` says otherwise."""
     change = _relative(old, new)
     if old == new:
         return Verdict.SAME, change, ""
     if change is not None and abs(change) <= thresholds.latency:
         return Verdict.SAME, change, f"within {thresholds.latency:.0%}"
-    direction = Verdict.WORSE if new > old else Verdict.BETTER
+    direction = Verdict.WORSE if _worse(metric, old, new) else Verdict.BETTER
     if old_dist is None or new_dist is None:
         lacking = " and ".join(side for side, d in (("OLD", old_dist), ("NEW", new_dist)) if d is None)
         return direction, change, f"medians only: no quartiles in {lacking}"
@@ -407,27 +396,47 @@ def _compare_point(
 ) -> list[Row]:
     thresholds = scope.thresholds
     rows: list[Row] = []
-    for metric in ERROR_METRICS + (LATENCY_METRICS if scope.latency else ()):
-        a, b = _metric_value(old, metric), _metric_value(new, metric)
+    for metric in metrics.POINT_METRICS:
+        if metric.kind is metrics.LATENCY and not scope.latency:
+            continue
+        name, a, b = metric.name, metric.value(old), metric.value(new)
         if a is None and b is None:
             continue
         if b is None:
-            rows.append(Row(mode, candidate, metric, t, a, None, Verdict.MISSING, note="no value in NEW"))
+            rows.append(Row(mode, candidate, name, t, a, None, Verdict.MISSING, note="no value in NEW"))
             continue
         if a is None:
-            rows.append(Row(mode, candidate, metric, t, None, b, Verdict.NEW, note="no value in OLD"))
+            rows.append(Row(mode, candidate, name, t, None, b, Verdict.NEW, note="no value in OLD"))
             continue
-        if metric in LATENCY_METRICS:
-            dist = metric + "_dist"
-            verdict, change, note = compare_latency(a, b, getattr(old, dist), getattr(new, dist), thresholds)
+        if metric.kind is metrics.LATENCY:
+            verdict, change, note = compare_latency(a, b, metric.distribution(old), metric.distribution(new),
+                                                    thresholds, metric)
         else:
-            verdict, change, note = compare_error(a, b, thresholds)
-        rows.append(Row(mode, candidate, metric, t, a, b, verdict, change, note))
+            verdict, change, note = compare_error(a, b, thresholds, metric)
+        rows.append(Row(mode, candidate, name, t, a, b, verdict, change, note))
     return rows
 
 
+def compare_status(mode: str, candidate: str, status: metrics.CandidateStatus, old: CandidateResult,
+                   new: CandidateResult) -> Optional[Row]:
+    """A candidate's status (metrics.CANDIDATE_STATUSES): ok → failing is WORSE, with zero tolerance."""
+    a, b = status.value(old), status.value(new)
+    if a is None and b is None:
+        return None
+    if b is None:
+        return Row(mode, candidate, status.name, None, a, None, Verdict.MISSING, note=f"no {status.path} in NEW")
+    if a is None:
+        return Row(mode, candidate, status.name, None, None, b, Verdict.NEW, note=f"no {status.path} in OLD")
+    if a == b:
+        return Row(mode, candidate, status.name, None, a, b, Verdict.SAME)
+    failed_before, fails_now = status.failing(a), status.failing(b)
+    verdict = (Verdict.WORSE if fails_now and not failed_before else
+               Verdict.BETTER if failed_before and not fails_now else Verdict.AMBIGUOUS)
+    return Row(mode, candidate, status.name, None, a, b, verdict)
+
+
 def _sort_metric_rows(rows: list[Row]) -> list[Row]:
-    order = {m: i for i, m in enumerate((POINT_METRIC,) + ERROR_METRICS + LATENCY_METRICS)}
+    order = {m: i for i, m in enumerate([POINT_METRIC, *(m.name for m in metrics.POINT_METRICS)])}
     return sorted(rows, key=lambda r: (order.get(r.metric, -1), r.t if r.t is not None else -1))
 
 
@@ -439,6 +448,8 @@ def compare_results(
                              scope.counts, scope.new_is_quick)
     if inv is not None:
         rows.append(inv)
+    rows.extend(row for status in metrics.CANDIDATE_STATUSES
+                if (row := compare_status(mode, candidate, status, old, new)) is not None)
     point_rows: list[Row] = []
     for key in _ordered_union(old.accuracy_latency, new.accuracy_latency, key=_int_key):
         a, b = old.accuracy_latency.get(key), new.accuracy_latency.get(key)
@@ -553,14 +564,6 @@ def _ordered_union(a: Iterable[str], b: Iterable[str], key=None) -> list[str]:
     """Keys of a in their order, then those only in b; sorted by `key` when one is given."""
     seen = list(dict.fromkeys([*a, *b]))
     return sorted(seen, key=key) if key is not None else seen
-
-
-def _fmt_count(value: Value) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 def _join(parts: Iterable[str]) -> str:

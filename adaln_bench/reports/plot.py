@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from adaln_bench.errors import UserError
+from adaln_bench.reports import metrics
+from adaln_bench.reports.format import MISSING
 from adaln_bench.reports.io import write_atomic
-from adaln_bench.reports.schema import AccuracyLatency, CandidateResult, Report
+from adaln_bench.reports.schema import CandidateResult, Report
 
 INSTALL_HINT = "plotting needs matplotlib: pip install 'adaln-bench[plot]'"
 LINE_STYLES = ("-", "--", ":", "-.")
@@ -23,14 +24,8 @@ LINE_STYLE_NAMES = ("solid", "dashed", "dotted", "dash-dot")
 MAX_REPORTS = len(LINE_STYLES)
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
 
-# (panel title, metric) in panel order; the metric names are AccuracyLatency fields or grad_rel_err keys.
-LATENCY_PANELS = (("Forward latency", "fwd_us"), ("Forward + backward latency", "fwd_bwd_us"))
-ERROR_PANELS = (
-    ("Forward error vs FP64", "fwd_rel_err"),
-    ("d_temb error vs FP64", "grad_rel_err.temb"),
-    ("dW error vs FP64", "grad_rel_err.w"),
-)
-PROBE_COLUMNS = ("fwd rows", "d_temb rows", "sub-batches", "sweep", "params", "invariant")
+PANEL_COLUMNS = 3  # panels per row of the figure; the invariance matrix takes the last place
+PANEL_HEIGHT = 6  # inches per row
 
 GREEN, RED, GREY = "#4caf50", "#e53935", "#cfd8dc"
 
@@ -84,22 +79,23 @@ def pairs_without_result(reports: list[Report]) -> int:
     return len(every - set(pairs(reports)))
 
 
-def _value(point: AccuracyLatency, metric: str) -> Optional[float]:
-    if metric.startswith("grad_rel_err."):
-        return None if point.grad_rel_err is None else getattr(point.grad_rel_err, metric.split(".", 1)[1])
-    return getattr(point, metric)
+def panels() -> list[metrics.PointMetric]:
+    """The metrics drawn against T, latencies first, in table order within each kind."""
+    drawn = [m for m in metrics.POINT_METRICS if m.plot]
+    return [m for m in drawn if m.kind is metrics.LATENCY] + [m for m in drawn if m.kind is not metrics.LATENCY]
 
 
-def series(report: Report, metric: str) -> list[Series]:
+def series(report: Report, name: str) -> list[Series]:
     """Points of one metric against T per (mode, candidate); zero and missing values are left out (log axes)."""
+    metric = metrics.point_metric(name)
     out = []
     for mode, candidates in report.results.items():
         for candidate, entry in candidates.items():
             if not isinstance(entry, CandidateResult):
                 continue
             points = sorted(
-                (int(t), v, getattr(p, metric + "_dist", None)) for t, p in entry.accuracy_latency.items()
-                if t.isdigit() and (v := _value(p, metric)) is not None and v > 0
+                (int(t), v, metric.distribution(p)) for t, p in entry.accuracy_latency.items()
+                if t.isdigit() and (v := metric.value(p)) is not None and v > 0
             )
             if not points:
                 continue
@@ -113,28 +109,39 @@ def series(report: Report, metric: str) -> list[Series]:
 
 
 def invariance_cells(report: Report, mode: str, candidate: str) -> list[Cell]:
-    """One cell per PROBE_COLUMNS entry: how many differ (red), 0 (green), or no result (grey)."""
+    """One cell per metrics.matrix_columns() entry: how many differ (red), 0 (green), or no result (grey)."""
+    columns = metrics.matrix_columns()
     entry = report.results.get(mode, {}).get(candidate)
     if entry is None:
-        return [Cell("", "white")] * len(PROBE_COLUMNS)
+        return [Cell("", "white")] * len(columns)
     if not isinstance(entry, CandidateResult):
-        return [Cell("n/a", GREY)] * len(PROBE_COLUMNS)
+        return [Cell("n/a", GREY)] * len(columns)
+    cells = dict(_status_cells(entry))
     inv = entry.batch_invariance
     if inv is None:
-        return [Cell("—", GREY)] * len(PROBE_COLUMNS)
+        return [cells.get(column, Cell(MISSING, GREY)) for column in columns]
+    counts: dict[str, int] = {}
+    for probe in metrics.count_probes():
+        for record in probe.records(inv).values():
+            for count in probe.counts:
+                counts[count.column] = counts.get(count.column, 0) + (metrics.lookup(record, count.field) or 0)
+    for column, n in counts.items():
+        cells[column] = Cell(f"{n}", RED if n else GREEN)
+    for flag in metrics.flag_probes():
+        ok = not flag.failing(flag.value(inv))
+        cells[flag.column] = Cell("yes" if ok else "NO", GREEN if ok else RED)
+    cells[metrics.INVARIANT_COLUMN] = Cell("YES" if inv.batch_invariant else "NO",
+                                           GREEN if inv.batch_invariant else RED)
+    return [cells.get(column, Cell(MISSING, GREY)) for column in columns]
 
-    def count(n: int) -> Cell:
-        return Cell(f"{n}", RED if n else GREEN)
 
-    sub = inv.full_vs_sub_batches
-    return [
-        count(sum(c.fwd_differ for c in inv.all_rows.values())),
-        count(sum(c.rowgrad_differ for c in inv.all_rows.values())),
-        count(sub.fwd_differ + sub.rowgrad_differ),
-        count(inv.batch_size_sweep.differ),
-        Cell("yes" if inv.params_repeatable else "NO", GREEN if inv.params_repeatable else RED),
-        Cell("YES" if inv.batch_invariant else "NO", GREEN if inv.batch_invariant else RED),
-    ]
+def _status_cells(entry: CandidateResult) -> list[tuple[str, Cell]]:
+    cells = []
+    for status in metrics.CANDIDATE_STATUSES:
+        value = status.value(entry)
+        cell = Cell(MISSING, GREY) if value is None else Cell(value, RED if status.failing(value) else GREEN)
+        cells.append((status.column, cell))
+    return cells
 
 
 # --- drawing ----------------------------------------------------------------------------------------
@@ -151,18 +158,6 @@ def _t_axis(ax, ts: list[int]) -> None:
     ax.set_xlabel("T (rows)")
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", axis="y", alpha=0.12)
-
-
-def _us_formatter(value: float, _pos: int) -> str:
-    if value >= 1e6:
-        return f"{value / 1e6:g} s"
-    if value >= 1e3:
-        return f"{value / 1e3:g} ms"
-    return f"{value:g} µs"
-
-
-def _err_formatter(value: float, _pos: int) -> str:
-    return f"{value:.1e}".replace("e-0", "e-")
 
 
 def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str]) -> Path:
@@ -183,16 +178,18 @@ def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str])
         key: (palette(i % palette.N), MARKERS[i % len(MARKERS)]) for i, key in enumerate(all_pairs)
     }
 
-    fig = Figure(figsize=(21, 12), dpi=100, layout="constrained")
+    drawn = panels()
+    grid_rows = len(drawn) // PANEL_COLUMNS + 1  # the matrix after the last panel
+    fig = Figure(figsize=(21, PANEL_HEIGHT * grid_rows), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(2, 3)
-    axes = [fig.add_subplot(grid[i // 3, i % 3]) for i in range(5)]
-    matrix_ax = fig.add_subplot(grid[1, 2])
+    grid = fig.add_gridspec(grid_rows, PANEL_COLUMNS)
+    axes = [fig.add_subplot(grid[i // PANEL_COLUMNS, i % PANEL_COLUMNS]) for i in range(len(drawn))]
+    matrix_ax = fig.add_subplot(grid[len(drawn) // PANEL_COLUMNS, len(drawn) % PANEL_COLUMNS])
 
-    all_ts = sorted({t for _, r in reports for s in series(r, "fwd_us") + series(r, "fwd_rel_err") for t in s.ts})
-    for ax, (title, metric) in zip(axes, LATENCY_PANELS + ERROR_PANELS):
+    all_ts = sorted({t for _, r in reports for m in drawn for s in series(r, m.name) for t in s.ts})
+    for ax, metric in zip(axes, drawn):
         for (_, report), line_style in zip(reports, LINE_STYLES):
-            for s in series(report, metric):
+            for s in series(report, metric.name):
                 colour, marker = style[s.key]
                 ax.plot(s.ts, s.values, linestyle=line_style, color=colour, marker=marker, markersize=6,
                         linewidth=1.8, markerfacecolor=colour if line_style == "-" else "white")
@@ -200,18 +197,16 @@ def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str])
                     ax.fill_between(s.ts, s.q1, s.q3, color=colour, alpha=0.15, linewidth=0)
         _t_axis(ax, all_ts)
         ax.set_yscale("log")
-        if metric in ("fwd_us", "fwd_bwd_us"):
-            ax.yaxis.set_major_formatter(FuncFormatter(_us_formatter))
-            ax.set_ylabel("median time per call")
-        else:
+        ticks = FuncFormatter(lambda value, _pos, kind=metric.kind: kind.axis(value))
+        ax.yaxis.set_major_formatter(ticks)
+        if metric.kind is metrics.ERROR:
             # Errors of one candidate family often span less than a decade: label the minor ticks too.
-            ax.yaxis.set_major_formatter(FuncFormatter(_err_formatter))
             low, high = ax.get_ylim()
             if high / low < 10:
-                ax.yaxis.set_minor_formatter(FuncFormatter(_err_formatter))
+                ax.yaxis.set_minor_formatter(ticks)
                 ax.tick_params(axis="y", which="minor", labelsize=8)
-            ax.set_ylabel("max |y − ref| / max |ref|")
-        ax.set_title(f"{title} (lower is better)", fontsize=13, loc="left")
+        ax.set_ylabel(metric.kind.axis_label)
+        ax.set_title(f"{metric.title} ({metric.better} is better)", fontsize=13, loc="left")
 
     _draw_matrix(matrix_ax, reports, all_pairs, style)
 
@@ -229,7 +224,8 @@ def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str])
 def _draw_matrix(ax, reports: list[tuple[str, Report]], all_pairs: list[tuple[str, str]], style) -> None:
     from matplotlib.patches import Rectangle
 
-    ncols = len(PROBE_COLUMNS)
+    columns = metrics.matrix_columns()
+    ncols = len(columns)
     for col_block, (_, report) in enumerate(reports):
         for row, (mode, candidate) in enumerate(all_pairs):
             for col, cell in enumerate(invariance_cells(report, mode, candidate)):
@@ -248,7 +244,7 @@ def _draw_matrix(ax, reports: list[tuple[str, Report]], all_pairs: list[tuple[st
     xs, labels = [], []
     for block, (label, _) in enumerate(reports):
         left = block * (ncols + 0.4)
-        for col, name in enumerate(PROBE_COLUMNS):
+        for col, name in enumerate(columns):
             xs.append(left + col + 0.48)
             labels.append(name)
         if len(reports) > 1:

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, get_args
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from adaln_bench.reports.schema import CandidateResult, CandidateUnavailable, Report
+from adaln_bench.reports import metrics
+from adaln_bench.reports.format import markdown_table
+from adaln_bench.reports.schema import CandidateResult, CandidateStatus, CandidateUnavailable, Report
 
 SHOWN_TOKENS = ("3", "256", "2048")
 
@@ -19,51 +21,35 @@ class Row:
     mode: str
     candidate: str
     verdict: str
-    cells: tuple[str, ...]  # one per shown T: "fwd err / worst grad err / fwd+bwd time"
+    cells: tuple[str, ...]  # one per shown T: the metrics.summary_columns() joined by " / "
     note: str
 
 
-def _fmt_err(x: Optional[float]) -> str:
-    return "—" if x is None else f"{x:.1e}"
+# A row whose verdict starts with one of these gave no result; its note says why.
+NO_RESULT = tuple(get_args(CandidateStatus))
+FAILED = "FAILED"  # a result whose candidate status (metrics.CANDIDATE_STATUSES) is a failure
 
 
-def _fmt_us(x: Optional[float]) -> str:
-    if x is None:
-        return "—"
-    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.0f} µs"
+def column_title(tokens: str) -> str:
+    return f"T={tokens}: " + " / ".join(metrics.summary_columns())
 
 
 def invariance_verdict(result: CandidateResult) -> str:
+    failures = metrics.candidate_failures(result)
+    prefix = f"{FAILED} ({'; '.join(failures)}); invariant: " if failures else ""
     bi = result.batch_invariance
     if bi is None:
-        return "not probed"
+        return prefix + "not probed"
     if bi.batch_invariant:
-        return "yes"
-    parts = []
-    for n, c in bi.all_rows.items():
-        if c.fwd_differ or c.rowgrad_differ:
-            parts.append(f"all_rows[{n}] fwd {c.fwd_differ}/{c.rows}, rowgrad {c.rowgrad_differ}/{c.rows}")
-    s = bi.full_vs_sub_batches
-    if s.fwd_differ or s.rowgrad_differ:
-        parts.append(f"sub_batches fwd {s.fwd_differ}/{s.sub_batches}, rowgrad {s.rowgrad_differ}/{s.sub_batches}")
-    w = bi.batch_size_sweep
-    if w.differ:
-        parts.append(f"sweep {w.differ}/{w.comparisons}")
-    if not bi.params_repeatable:
-        parts.append("dW/db not repeatable")
-    return "NO: " + "; ".join(parts)
+        return prefix + "yes"
+    return prefix + "NO: " + "; ".join(metrics.probe_failures(bi))
 
 
 def _cell(result: CandidateResult, tokens: str) -> str:
     entry = result.accuracy_latency.get(tokens)
     if entry is None:
         return "—"
-    grads = entry.grad_rel_err
-    worst = None
-    if grads is not None:
-        values = [v for v in (grads.temb, grads.w, grads.b) if v is not None]
-        worst = max(values) if values else None
-    return f"{_fmt_err(entry.fwd_rel_err)} / {_fmt_err(worst)} / {_fmt_us(entry.fwd_bwd_us)}"
+    return " / ".join(metrics.summary_cells(entry))
 
 
 def rows(report: Report) -> list[Row]:
@@ -122,11 +108,10 @@ def print_summary(report: Report, console: Optional[Console] = None) -> None:
     table.add_column("candidate", no_wrap=True)
     table.add_column("invariant", overflow="fold", min_width=12)
     for t in SHOWN_TOKENS:
-        table.add_column(f"T={t}: fwd err / grad err / fwd+bwd", no_wrap=True)
+        table.add_column(column_title(t), no_wrap=True)
     for row in rows(report):
-        style = "green" if row.verdict == "yes" else ("red" if row.verdict.startswith("NO") else "yellow")
-        verdict = row.verdict if not row.verdict.startswith(("unavailable", "failed", "crashed", "timeout", "interrupted")) \
-            else f"{row.verdict}: {row.note}"
+        style = "green" if row.verdict == "yes" else ("red" if row.verdict.startswith(("NO", FAILED)) else "yellow")
+        verdict = row.verdict if not row.verdict.startswith(NO_RESULT) else f"{row.verdict}: {row.note}"
         table.add_row(escape(row.mode), escape(row.candidate), f"[{style}]{escape(verdict)}[/{style}]", *row.cells)
     console.print(table)
     groups = consistency_groups(report)
@@ -145,17 +130,15 @@ def print_summary(report: Report, console: Optional[Console] = None) -> None:
 
 def markdown(report: Report) -> str:
     lines = [f"**{header(report)}**", ""]
-    cols = ["mode", "candidate", "invariant"] + [f"T={t}: fwd err / grad err / fwd+bwd" for t in SHOWN_TOKENS]
-    lines.append("| " + " | ".join(cols) + " |")
-    lines.append("|" + "---|" * len(cols))
+    cols = ["mode", "candidate", "invariant"] + [column_title(t) for t in SHOWN_TOKENS]
+    table = []
     for row in rows(report):
-        verdict = row.verdict if row.verdict in ("yes", "not probed") or row.verdict.startswith("NO") \
-            else f"{row.verdict}: {row.note}"
-        cells = [row.mode, f"`{row.candidate}`", verdict.replace("|", "\\|"), *row.cells]
-        lines.append("| " + " | ".join(cells) + " |")
+        verdict = row.verdict if not row.verdict.startswith(NO_RESULT) else f"{row.verdict}: {row.note}"
+        table.append([row.mode, f"`{row.candidate}`", verdict, *row.cells])
+    lines += markdown_table(cols, table)
     groups = consistency_groups(report)
     if len(groups) > 1:
-        lines += ["", "Train–infer consistency (seed 3, 257 rows; same letter = bitwise identical):", "",
-                  "| mode | candidate | output | d_temb |", "|---|---|---|---|"]
-        lines += [f"| {m} | `{c}` | {o} | {g} |" for m, c, o, g in groups]
+        lines += ["", "Train–infer consistency (seed 3, 257 rows; same letter = bitwise identical):", ""]
+        lines += markdown_table(["mode", "candidate", "output", "d_temb"],
+                                [(m, f"`{c}`", o, g) for m, c, o, g in groups])
     return "\n".join(lines) + "\n"

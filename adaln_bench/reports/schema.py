@@ -255,7 +255,3 @@ class Report(_Model):
 
 
 CandidateResult.model_rebuild()
-
-
-def is_result(entry: CandidateEntry) -> bool:
-    return isinstance(entry, CandidateResult)

@@ -1,0 +1,90 @@
+"""The measurement sequence of one candidate, in this process on the CPU: each part can be left out, so a
+latency-only child makes no run but the timed ones."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from adaln_bench.harness import plan as P
+from adaln_bench.harness.inputs import make_params
+from adaln_bench.harness.measure import Parts, measure_candidate
+from adaln_bench.harness.protocol import ChildSpec
+from adaln_bench.harness.runner import ChildOptions
+from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.kernels.diffusers_baseline import replay
+from adaln_bench.kernels.registry import Implementation
+
+CPU = torch.device("cpu")
+SHAPE = PRESETS["tiny"]
+# Smaller than the quick plan, so that the probes take a second on the CPU.
+PLAN = P.ProbePlan(all_rows_sizes=(6,), seeds=(3,), sub_batch_seeds=(3,), full_batch=16, sub_batch_sizes=(1, 7),
+                   accuracy_sizes=(1, 3), quick=True)
+QUICK_T = [str(t) for t in PLAN.accuracy_sizes]
+
+
+class CountingImpl(Implementation):
+    """The replay candidate, counting its calls by batch size."""
+
+    def __init__(self):
+        self.calls: dict[int, int] = {}
+
+        def forward(temb, w, b):
+            self.calls[temb.shape[0]] = self.calls.get(temb.shape[0], 0) + 1
+            return replay(temb, w, b)
+
+        super().__init__(source="counting replay", has_backward=True, forward=forward)
+
+
+def _measure(parts: Parts):
+    impl = CountingImpl()
+    result = measure_candidate(impl, make_params(SHAPE, CPU), SHAPE, CPU, PLAN, parts)
+    return impl, result
+
+
+def test_everything_by_default():
+    _, result = _measure(Parts())
+    assert result.batch_invariance is not None and result.batch_invariance.batch_invariant
+    assert result.fingerprint is not None and result.fingerprint.rows == P.FINGERPRINT_ROWS
+    assert list(result.accuracy_latency) == QUICK_T
+    point = result.accuracy_latency["3"]
+    assert point.fwd_rel_err is not None and point.grad_rel_err is not None
+    assert point.fwd_us_dist.count == point.fwd_bwd_us_dist.count == 100
+
+
+def test_latency_only_makes_only_the_timed_calls():
+    impl, result = _measure(Parts(probes=False, accuracy=False))
+    assert result.batch_invariance is None and result.fingerprint is None
+    assert list(result.accuracy_latency) == QUICK_T
+    for point in result.accuracy_latency.values():
+        assert point.fwd_rel_err is None and point.grad_rel_err is None
+        assert point.fwd_us is not None and point.fwd_bwd_us is not None
+    # Warm-up and samples of the forward and of the step, at each T: nothing else ran.
+    assert impl.calls == {int(t): 2 * (20 + 100) for t in QUICK_T}
+
+
+def test_accuracy_only_and_probes_only():
+    impl, result = _measure(Parts(probes=False, latency=False))
+    assert impl.calls == {int(t): 1 for t in QUICK_T}
+    assert all(p.fwd_us is None and p.fwd_rel_err is not None for p in result.accuracy_latency.values())
+    _, result = _measure(Parts(accuracy=False, latency=False))
+    assert result.batch_invariance is not None and result.accuracy_latency == {}
+
+
+def test_the_parent_passes_the_parts_and_the_one_shape_to_the_child(tmp_path: Path):
+    options = ChildOptions(device="cpu", shape=SHAPE, quick=True, timeout_s=None, probes=False, accuracy=False)
+    spec = options.child_spec("plain", ["diffusers"], tmp_path / "r.json")
+    sent = json.loads(spec.model_dump_json())
+    assert (sent["probes"], sent["accuracy"], sent["latency"]) == (False, False, True)
+    assert sent["shape"] == {"dim": SHAPE.dim, "hidden": SHAPE.hidden, "modalities": SHAPE.modalities,
+                             "preset": "tiny"}
+    assert ChildSpec.model_validate_json(spec.model_dump_json()).shape == SHAPE
+
+
+def test_the_spec_refuses_unknown_fields():
+    with pytest.raises(ValueError):
+        ChildSpec.model_validate({"mode": "plain", "candidates": [], "device": "cpu", "quick": True,
+                                  "result_path": "x", "shape": {"dim": 1, "hidden": 1, "modalities": 1},
+                                  "bogus": 1})
