@@ -91,12 +91,16 @@ def run_child(spec: ChildSpec) -> ChildResult:
             save()
             continue
         try:
-            entries[report_name] = measure_candidate(impl, params, spec.shape, device, plan, parts, switch.off,
-                                                     progress)
+            measured = measure_candidate(impl, params, spec.shape, device, plan, parts, switch.off, progress)
         except Exception as exc:
             traceback.print_exc()
             entries[report_name] = CandidateUnavailable(
                 unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
+        else:
+            if spec.probes:  # with the probes: a latency-only repeat does not need it again
+                progress.phase("cold start")
+                measured.cold_start = cold_start_of(spec, name, len(entries))
+            entries[report_name] = measured
         del impl
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -104,6 +108,16 @@ def run_child(spec: ChildSpec) -> ChildResult:
     result.status, result.complete = "ok", True
     save()
     return result
+
+
+def cold_start_of(spec: ChildSpec, candidate: str, index: int):
+    """The candidate's cold-start check (harness/cold_start.py), in a process of its own beside this one."""
+    from adaln_bench.harness.cold_start import ColdStartSpec, check_cold_start
+
+    result_path = Path(spec.result_path).with_name(f"{spec.mode}.cold-start.{index}.json")
+    return check_cold_start(ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src,
+                                          candidate=candidate, device=spec.device, shape=spec.shape,
+                                          result_path=str(result_path)))
 
 
 def main(argv: list[str]) -> int:

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict
 
 from adaln_bench.harness.runner import describe_exit
 from adaln_bench.reports.io import write_text_atomic
-from adaln_bench.reports.schema import ColdStart, Shape
+from adaln_bench.reports.schema import ColdStart
+from adaln_bench.shape import Shape
 
 STEP_PREFIX = "@@adaln-bench-cold-start "
 STEPS = ("first_step", "foreign_thread")
@@ -54,11 +55,14 @@ class ColdStartSpec(BaseModel):
 # --- the mode's child: start the grandchild and read what it left -------------------------------------
 
 
-def check_cold_start(spec: ColdStartSpec, workdir: Path, timeout_s: float = TIMEOUT_S) -> ColdStart:
-    """Run the check in a fresh process (the caller's environment, so the mode's variables) and classify it."""
-    spec_path = workdir / f"cold-start.{abs(hash(spec.candidate))}.json"
-    spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
+def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S) -> ColdStart:
+    """Run the check in a fresh process (the caller's environment, so the mode's variables) and classify it.
+
+    The grandchild's spec is written beside its result file, which the caller names in a folder of its own.
+    """
     result_path = Path(spec.result_path)
+    spec_path = result_path.with_name(result_path.name + ".spec.json")
+    spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
     started = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-m", "adaln_bench.harness.cold_start", str(spec_path)],
@@ -159,19 +163,19 @@ def _in_new_thread(fn):
 def run_steps(spec: ColdStartSpec) -> ColdStart:
     import torch
 
-    from adaln_bench.harness.child import ModeSwitch
     from adaln_bench.harness.inputs import make_params, make_temb, make_upstream
-    from adaln_bench.harness.shapes import Shape as ShapeDims
     from adaln_bench.kernels import registry as candidates
     from adaln_bench.kernels.registry import BuildContext
     from adaln_bench.modes.registry import ModeOptions, all_modes
+    from adaln_bench.modes.switch import ModeSwitch
 
     device = torch.device(spec.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(0)  # as the mode's child does: the slot's GPU is the only one visible
     mode = all_modes(spec.modes_file)[spec.mode]
     ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
-    shape = ShapeDims(spec.shape.dim, spec.shape.hidden, spec.shape.modalities, spec.shape.preset)
-    impl = candidates.get(spec.candidate).build(
-        BuildContext(mode=spec.mode, device=device, dim=shape.dim, hidden=shape.hidden, modalities=shape.modalities))
+    shape = spec.shape
+    impl = candidates.get(spec.candidate).build(BuildContext(mode=spec.mode, device=device, shape=shape))
     params = make_params(shape, device)
     temb = make_temb(TOKENS, shape, INPUT_SEED, device)
     upstream = make_upstream((TOKENS, shape.out_features), torch.bfloat16, INPUT_SEED, device)
