@@ -65,11 +65,11 @@ def entry_points(lib, shape: Shape, params: Params, tokens: int, device: torch.d
 
     def backward(out_dtemb, out_dw, out_db) -> Callable[[], None]:
         return lambda: lib.backward(ptr(dy), ptr(w), ptr(temb), ptr(act), ptr(out_dtemb), ptr(out_dw), ptr(out_db),
-                                    tokens, d, n, ptr(scratch), scratch_bytes, stream)
+                                    tokens, d, n, ptr(scratch), scratch_bytes, device.index or 0, stream)
 
     return {
         "fwd(silu+gemm)": lambda: lib.forward(ptr(temb), ptr(w), ptr(b), ptr(act), ptr(y), tokens, d, n,
-                                              ptr(scratch), lib.gemm_ws_bytes, stream),
+                                              ptr(scratch), lib.gemm_ws_bytes, device.index or 0, stream),
         "dtemb(gemm+fold)": backward(dtemb, None, None),
         "dW": backward(None, dw, None),
         "db": backward(None, None, db),
