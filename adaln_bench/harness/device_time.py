@@ -374,3 +374,39 @@ def measure_device_time(fn: Callable[[], object], device, method: str = "auto",
                 raise
 
         return run_measurement(fn, method, rule, graph, queued, lambda: read_sm_clock(device))
+
+
+# --- into the report -------------------------------------------------------------------------------------
+
+
+def _rounded(samples: Sequence[float]) -> list[float]:
+    # Nanoseconds are below the events' resolution; rounding keeps a report of pooled samples small.
+    return [round(v, 3) for v in samples]
+
+
+def _finite(x: float) -> Optional[float]:
+    return x if math.isfinite(x) else None  # JSON has no infinity; the schema refuses it
+
+
+def device_time_entry(fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None):
+    """One process's forward (and forward + backward) device time as the report's DeviceTime."""
+    from adaln_bench.reports.schema import DeviceTime
+
+    timings = [t for t in (fwd, fwd_bwd) if t is not None]
+    befores = [t.sm_clock_mhz_before for t in timings if t.sm_clock_mhz_before is not None]
+    afters = [t.sm_clock_mhz_after for t in timings if t.sm_clock_mhz_after is not None]
+    flags = [t.throttled for t in timings if t.throttled is not None]
+    errors = [t.capture_error for t in timings if t.capture_error]
+    entry = DeviceTime(
+        method=fwd.method, fwd_us=round(fwd.median_us, 3), fwd_samples=_rounded(fwd.samples_us),
+        fwd_rel_noise=_finite(fwd.rel_noise), fwd_process_medians=[round(fwd.median_us, 3)], processes=1,
+        sm_clock_mhz_before=min(befores) if befores else None, sm_clock_mhz_after=min(afters) if afters else None,
+        sm_clock_source=next((t.sm_clock_source for t in timings if t.sm_clock_source), None),
+        throttled=any(flags) if flags else None, capture_error=errors[0] if errors else None)
+    if fwd_bwd is not None:
+        entry.fwd_bwd_us = round(fwd_bwd.median_us, 3)
+        entry.fwd_bwd_samples = _rounded(fwd_bwd.samples_us)
+        entry.fwd_bwd_rel_noise = _finite(fwd_bwd.rel_noise)
+        entry.fwd_bwd_process_medians = [round(fwd_bwd.median_us, 3)]
+        entry.fwd_bwd_method = fwd_bwd.method
+    return entry

@@ -55,6 +55,10 @@ class ChildOptions:
     modes_file: Optional[str] = None
     megatron_src: Optional[str] = None
     check_only: bool = False
+    # What the child measures; `run --repeat K` starts latency-only children (probes and accuracy off).
+    probes: bool = True
+    accuracy: bool = True
+    latency: bool = True
 
 
 def _tail(path: Path) -> str:
@@ -118,7 +122,8 @@ class ModeRunner:
         stderr_path = self.workdir / f"{name}.stderr.log"
         spec = ChildSpec(mode=name, modes_file=self.options.modes_file, megatron_src=self.options.megatron_src,
                          candidates=job.candidates, device=self.options.device, shape=self.options.shape,
-                         quick=self.options.quick, result_path=str(result_path), check_only=self.options.check_only)
+                         quick=self.options.quick, result_path=str(result_path), check_only=self.options.check_only,
+                         probes=self.options.probes, accuracy=self.options.accuracy, latency=self.options.latency)
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
