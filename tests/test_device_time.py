@@ -180,3 +180,30 @@ def test_on_the_cpu_there_is_no_device_time():
 def test_asking_for_cuda_device_time_without_cuda_is_a_clear_error():
     with pytest.raises(DeviceTimeError, match="device time needs CUDA"):
         measure_device_time(lambda: None, "cuda")
+
+
+def _timing(method, samples, before=1980.0, after=1980.0, noise=0.004, error=None):
+    from adaln_bench.harness.device_time import DeviceTiming, clock_dropped, median
+
+    return DeviceTiming(method=method, median_us=median(samples), samples_us=samples, rel_noise=noise,
+                        stop_reason="stable", calls_per_sample=14, sm_clock_mhz_before=before,
+                        sm_clock_mhz_after=after, sm_clock_source="nvml", throttled=clock_dropped(before, after),
+                        capture_error=error)
+
+
+def test_one_process_becomes_the_reports_device_time():
+    from adaln_bench.harness.device_time import device_time_entry
+
+    fwd = _timing("cuda_graph", [145.12345, 145.5, 146.0], before=1980.0, after=1980.0)
+    fwd_bwd = _timing("queued", [480.0, 481.0, 482.0], before=1965.0, after=1800.0, noise=math.inf,
+                      error="RuntimeError: cannot capture")
+    entry = device_time_entry(fwd, fwd_bwd)
+    assert entry.method == "cuda_graph" and entry.fwd_bwd_method == "queued"
+    assert entry.fwd_us == 145.5 and entry.fwd_samples == [145.123, 145.5, 146.0]
+    assert entry.fwd_bwd_us == 481.0 and entry.fwd_bwd_process_medians == [481.0]
+    assert entry.fwd_rel_noise == 0.004 and entry.fwd_bwd_rel_noise is None  # infinity is not JSON
+    assert entry.processes == 1
+    assert (entry.sm_clock_mhz_before, entry.sm_clock_mhz_after) == (1965.0, 1800.0)
+    assert entry.throttled is True and entry.capture_error == "RuntimeError: cannot capture"
+    only_fwd = device_time_entry(fwd)
+    assert only_fwd.fwd_bwd_us is None and only_fwd.throttled is False
