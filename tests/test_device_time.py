@@ -207,3 +207,11 @@ def test_one_process_becomes_the_reports_device_time():
     assert entry.throttled is True and entry.capture_error == "RuntimeError: cannot capture"
     only_fwd = device_time_entry(fwd)
     assert only_fwd.fwd_bwd_us is None and only_fwd.throttled is False
+
+
+def test_a_point_on_the_cpu_has_no_device_time():
+    from adaln_bench.harness.device_time import device_time_point
+
+    calls = []
+    assert device_time_point(lambda: calls.append(1), lambda: calls.append(2), torch.device("cpu")) is None
+    assert calls == []  # nothing was run for nothing

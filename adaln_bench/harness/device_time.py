@@ -410,3 +410,17 @@ def device_time_entry(fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None)
         entry.fwd_bwd_process_medians = [round(fwd_bwd.median_us, 3)]
         entry.fwd_bwd_method = fwd_bwd.method
     return entry
+
+
+def device_time_point(forward: Callable[[], object], step: Optional[Callable[[], object]], device,
+                      method: str = "auto", rule: StopRule = StopRule()):
+    """Forward and (when `step` is given) forward + backward device time of one T, as the report's entry.
+
+    None on a CPU device. The child calls it with the same `forward` and `step` closures it times with
+    events (`step` makes fresh leaves each call), after the event timing.
+    """
+    fwd = measure_device_time(forward, device, method, rule)
+    if fwd is None:
+        return None
+    fwd_bwd = measure_device_time(step, device, method, rule) if step is not None else None
+    return device_time_entry(fwd, fwd_bwd)
