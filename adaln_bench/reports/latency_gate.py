@@ -11,12 +11,11 @@ Pure: no I/O; the diff engine calls `gate_latency` per (mode, candidate, T, metr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Optional
 
 from adaln_bench.reports.schema import AccuracyLatency, DeviceTime
 from adaln_bench.reports.stats import DEFAULT_ALPHA, StatVerdict, latency_verdict
 
-Basis = Literal["device", "events"]
 METRIC_SAMPLES = {"fwd_us": ("fwd_us", "fwd_samples"), "fwd_bwd_us": ("fwd_bwd_us", "fwd_bwd_samples")}
 
 
