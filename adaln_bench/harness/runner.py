@@ -56,7 +56,7 @@ class ChildOptions:
     modes_file: Optional[str] = None
     megatron_src: Optional[str] = None
     check_only: bool = False
-    # What each candidate's measurement includes (ChildSpec): all of it unless a caller needs less.
+    # What the child measures; `run --repeat K` starts latency-only children (probes and accuracy off).
     probes: bool = True
     accuracy: bool = True
     latency: bool = True

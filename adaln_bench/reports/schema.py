@@ -104,15 +104,49 @@ class GradRelErr(_Model):
     b: Optional[float]
 
 
+DeviceTimeMethod = Literal["cuda_graph", "queued"]
+
+
+class DeviceTime(_Model):
+    """GPU time per call without the host's launch time (harness/device_time.py), every sample kept.
+
+    Samples are in µs, pooled over `processes` fresh processes (`run --repeat K`); the medians are of the
+    pooled samples, the noise is the relative half-width of the pooled median's 95 % interval. The SM
+    clock is the lowest reading of any process before and after sampling; `throttled` is true when it fell
+    during any process's measurement.
+    """
+
+    method: DeviceTimeMethod  # of the forward; the forward + backward's is `fwd_bwd_method`
+    fwd_us: float
+    fwd_samples: list[float]
+    fwd_rel_noise: Optional[float] = None
+    fwd_process_medians: Optional[list[float]] = None
+    fwd_bwd_us: Optional[float] = None
+    fwd_bwd_samples: Optional[list[float]] = None
+    fwd_bwd_rel_noise: Optional[float] = None
+    fwd_bwd_process_medians: Optional[list[float]] = None
+    fwd_bwd_method: Optional[DeviceTimeMethod] = None
+    processes: int = 1
+    sm_clock_mhz_before: Optional[float] = None
+    sm_clock_mhz_after: Optional[float] = None
+    sm_clock_source: Optional[str] = None
+    throttled: Optional[bool] = None
+    # Why a graph could not be captured, when a method is "queued" for that reason.
+    capture_error: Optional[str] = None
+
+
 class AccuracyLatency(_Model):
     fwd_rel_err: Optional[float]
     grad_rel_err: Optional[GradRelErr] = None
+    # RL-Kernel's figures, kept as they are: median of 100 CUDA-event samples after 20 warm-ups.
     fwd_us: Optional[float]
     fwd_bwd_us: Optional[float] = None
     # Added here: the distributions behind the two medians, and the clock they came from.
     fwd_us_dist: Optional[Distribution] = None
     fwd_bwd_us_dist: Optional[Distribution] = None
     clock: Optional[Literal["cuda_event", "monotonic"]] = None
+    # Added here: device time without host noise (CUDA only).
+    device_time: Optional[DeviceTime] = None
 
 
 # --- results ----------------------------------------------------------------------------------------
