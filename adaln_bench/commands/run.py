@@ -74,6 +74,25 @@ def _choose_candidates(names: list[str], modes) -> dict[str, list[str]]:
             for m in modes}
 
 
+def _choose_interpreters(python: list[str], envs_file: Optional[Path], modes, modes_file: Optional[str]) -> dict[str, str]:
+    """Mode -> interpreter for the chosen modes that run under another one: the envs file's [python]
+    table, overridden by `--python`. Names that are no mode are the user's mistake."""
+    from adaln_bench.envs.file import parse_python_options, read_envs_file
+    from adaln_bench.harness.interpreters import is_this_interpreter
+    from adaln_bench.modes.registry import all_modes
+
+    table: dict[str, str] = {}
+    if envs_file is not None:
+        table.update(read_envs_file(envs_file).python)
+    table.update(parse_python_options(python))
+    known = set(all_modes(modes_file))
+    unknown = [name for name in table if name not in known]
+    if unknown:
+        raise UserError(f"--python/--envs-file: unknown mode {unknown[0]!r}; known modes: {', '.join(sorted(known))}")
+    chosen = {m.name for m in modes}
+    return {name: path for name, path in table.items() if name in chosen and not is_this_interpreter(path)}
+
+
 def default_out_path(device: str, quick: bool) -> Path:
     from adaln_bench.harness.environment import gpu_slug, tool_git_state
 
@@ -99,6 +118,12 @@ def run_command(
     gpus: Optional[str] = typer.Option(None, help="Comma-separated GPU indices: modes run concurrently, one child per GPU."),
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
+    python: List[str] = typer.Option([], "--python",
+                                     help="MODE=INTERPRETER (repeatable): run that mode's child under another "
+                                     "Python environment, e.g. vllm=.adaln-envs/vllm/bin/python."),
+    envs_file: Optional[Path] = typer.Option(None, "--envs-file",
+                                             help="TOML file whose [python] table maps modes to interpreters "
+                                             "(written by `adaln-bench envs create`)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
@@ -117,6 +142,7 @@ def run_command(
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
     per_mode = _choose_candidates(candidate, modes)
+    interpreters = _choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
     out_path = check_writable(out or default_out_path(run_device, quick))
 
     if run_device == "cpu" and device == "auto":
@@ -129,7 +155,7 @@ def run_command(
     options = ChildOptions(device=run_device, shape=shape_model(shape), quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None)
-    jobs = [ModeJob(m, per_mode[m.name]) for m in modes]
+    jobs = [ModeJob(m, per_mode[m.name], interpreters.get(m.name)) for m in modes]
     outcomes: dict[str, ModeOutcome] = {}
     started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
     interrupted = False
@@ -143,7 +169,8 @@ def run_command(
             runner.run_all(jobs, done)
         except KeyboardInterrupt:
             interrupted = True
-    report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0)
+    report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0,
+                             interpreters=interpreters)
     write_report(report, out_path)
     if not quiet:
         print_summary(report)

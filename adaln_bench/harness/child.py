@@ -185,7 +185,11 @@ def run_child(spec: ChildSpec) -> ChildResult:
     from adaln_bench.modes.registry import ModeOptions, all_modes
     from adaln_bench.reports.schema import CandidateUnavailable
 
+    from adaln_bench.harness.input_fingerprint import input_fingerprint
+    from adaln_bench.harness.mode_environment import runtime_environment
+
     mode = all_modes(spec.modes_file)[spec.mode]
+    result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
     device = torch.device(spec.device)
     if device.type == "cuda":
         torch.cuda.set_device(0)
@@ -213,6 +217,8 @@ def run_child(spec: ChildSpec) -> ChildResult:
 
     shape = Shape(spec.shape.dim, spec.shape.hidden, spec.shape.modalities, spec.shape.preset)
     params = make_params(shape, device)
+    result.inputs = input_fingerprint(shape, params, device)
+    save()
     plan = P.QUICK if spec.quick else P.FULL
     ctx = BuildContext(mode=spec.mode, device=device, dim=shape.dim, hidden=shape.hidden, modalities=shape.modalities)
     for name in spec.candidates:
