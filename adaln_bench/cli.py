@@ -46,6 +46,10 @@ COMMANDS = (
 for _name, _module, _attr in COMMANDS:
     _register(_name, _module, _attr)
 
+from adaln_bench.commands.envs import envs_app  # noqa: E402  (a group of commands: create, list)
+
+app.add_typer(envs_app, name="envs")
+
 
 def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
     """Usage and other click errors: typer >= 0.29 raises those of its bundled click copy, older ones click's."""
