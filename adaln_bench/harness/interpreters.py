@@ -64,10 +64,20 @@ else:
     package = os.path.dirname(os.path.abspath(adaln_bench.__file__))
     facts.update(version=getattr(adaln_bench, "__version__", None), package=package,
                  source_sha256=package_source_sha256(package))
+    for dependency in DEPENDENCIES:
+        try:
+            __import__(dependency)
+        except BaseException as exc:
+            facts["dependency_error"] = "%s: %s" % (type(exc).__name__, exc)
+            break
 print("@@adaln-bench-identity " + json.dumps(facts))
 """
 
-PROBE = inspect.getsource(package_source_sha256) + _PROBE_MAIN
+# The child's core imports: an environment that finds adaln_bench (on PYTHONPATH, say) but not these
+# would crash at the child's first line; said here, it is one clear reason instead.
+DEPENDENCIES = ("pydantic", "typer", "rich", "torch")
+
+PROBE = (f"DEPENDENCIES = {DEPENDENCIES!r}\n" + inspect.getsource(package_source_sha256) + _PROBE_MAIN)
 _MARK = "@@adaln-bench-identity "
 
 
@@ -139,6 +149,8 @@ def check_interpreter(python: str, env: Mapping[str, str], expected: Identity,
         return (f"interpreter {python}: imports a different adaln_bench source from {facts.get('package')} "
                 f"(source sha256 {str(facts.get('source_sha256'))[:12]}, this run's {expected.source_sha256[:12]} "
                 f"from {expected.package})")
+    if "dependency_error" in facts:
+        return f"interpreter {python}: imports adaln_bench but not its dependencies ({facts['dependency_error']})"
     return None
 
 
