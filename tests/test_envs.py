@@ -6,13 +6,12 @@ installed again), with the vLLM stand-in only in them, so the parent's interpret
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from envhelpers import ROOT, STANDINS, add_pth, different_copy, make_venv, put_first, vllm_standin_package
+from envhelpers import STANDINS, add_pth, different_copy, make_venv, put_first, vllm_standin_package
 
 TINY = ("--device", "cpu", "--quick", "--preset", "tiny", "--candidate", "diffusers", "--quiet")
 
@@ -101,3 +100,21 @@ def test_envs_create_list_and_the_created_environment_runs_its_mode(tmp_path):
     assert vllm["status"] == "ok"
     assert vllm["environment"]["interpreter"] == str(envs_dir / "vllm" / "bin" / "python")
     assert vllm["environment"]["framework_version"] == "0.33.0"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH (pip install uv)")
+def test_envs_create_with_uv_offline(tmp_path):
+    standin = vllm_standin_package(tmp_path / "vllm-standin")
+    envs_dir = tmp_path / "envs"
+    made = run_cli("envs", "create", "vllm", "--dir", str(envs_dir), "--system-site-packages", "--pin",
+                   f"vllm={standin}", "--install-arg=--offline", "--install-arg=--no-index",
+                   "--install-arg=--no-deps", "--install-arg=--no-build-isolation", cwd=tmp_path,
+                   env={"UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    assert made.returncode == 0, made.stderr
+    assert "(uv; extras vllm,diffusers" in made.stderr and "vllm: created" in made.stderr
+    stamp = json.loads((envs_dir / "vllm" / "adaln-bench-env.json").read_text())
+    assert stamp["installer"] == "uv" and stamp["recipe"]["requirements"] == [str(standin)]
+    listed = run_cli("envs", "list", "--dir", str(envs_dir), "--json", cwd=tmp_path)
+    (env,) = json.loads(listed.stdout)
+    assert env["versions"]["vllm"] == "0.33.0" and env["adaln_bench"] == "same source"
