@@ -48,7 +48,7 @@ def create_command(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show the installer's output."),
 ) -> None:
     """Create (or reuse) one environment per framework from this checkout's extras; write the envs file."""
-    from adaln_bench.envs.build import EnvPlan, build_env, choose_installer, source_checkout
+    from adaln_bench.envs.build import BuildResult, EnvPlan, build_env, choose_installer, source_checkout
     from adaln_bench.envs.file import EnvsFile, read_envs_file, write_envs_file
     from adaln_bench.envs.frameworks import FRAMEWORKS, get_framework, merge_pins, modes_of, parse_pin
     from adaln_bench.harness.interpreters import InterpreterChecks, resolve_interpreter
@@ -81,7 +81,7 @@ def create_command(
         if result.status != "failed":
             mismatch = checks.check(str(result.python), os.environ)
             if mismatch is not None:  # built, but its modes would be refused by `run`: say so now
-                result = type(result)(fw.name, "failed", result.python, mismatch)
+                result = BuildResult(fw.name, "failed", result.python, mismatch)
         _say(f"{fw.name}: {result.status}" + (f": {result.reason}" if result.reason else ""))
         results.append(result)
         current.pins[fw.name] = pins

@@ -136,7 +136,10 @@ def build_env(plan: EnvPlan, log: Callable[[str], None], force: bool = False, ve
         if stamp is None and plan.path.is_dir() and any(plan.path.iterdir()):
             raise UserError(f"{plan.path} exists and was not made by `adaln-bench envs create`: "
                             "remove it or choose another --dir")
-        shutil.rmtree(plan.path) if plan.path.is_dir() else plan.path.unlink()
+        if plan.path.is_dir():
+            shutil.rmtree(plan.path)
+        else:
+            plan.path.unlink()
     for step, cmd in enumerate(plan.commands()):
         log("$ " + " ".join(cmd))
         code, tail = _run_logged(cmd, log, verbose)
