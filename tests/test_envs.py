@@ -118,3 +118,16 @@ def test_envs_create_with_uv_offline(tmp_path):
     listed = run_cli("envs", "list", "--dir", str(envs_dir), "--json", cwd=tmp_path)
     (env,) = json.loads(listed.stdout)
     assert env["versions"]["vllm"] == "0.33.0" and env["adaln_bench"] == "same source"
+
+
+def test_a_framework_that_does_not_build_is_left_out_of_the_envs_file(tmp_path):
+    envs_dir = tmp_path / "envs"
+    made = run_cli("envs", "create", "vllm", "--dir", str(envs_dir), "--installer", "pip", "--system-site-packages",
+                   "--pin", f"vllm={tmp_path / 'no-such-project'}", "--install-arg=--no-index",
+                   "--install-arg=--no-deps", "--install-arg=--no-build-isolation", cwd=tmp_path)
+    assert made.returncode == 1
+    assert "vllm: failed: installing into it failed (exit 1)" in made.stderr
+    assert "no environment for vllm; its modes run under the parent's interpreter" in made.stderr
+    assert not (envs_dir / "vllm").exists()  # half an environment is never left to be reused
+    text = (envs_dir / "envs.toml").read_text()
+    assert "[python]\n\n[pins]" in text and str(tmp_path / "no-such-project") in text
