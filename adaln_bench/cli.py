@@ -40,6 +40,10 @@ app.command("modes")(modes_command)
 app.command("candidates")(candidates_command)
 app.command("env")(env_command)
 
+from adaln_bench.commands.envs import envs_app  # noqa: E402  (a group of commands: create, list)
+
+app.add_typer(envs_app, name="envs")
+
 
 def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
     """Usage and other click errors, of typer's bundled click and of click itself where both are installed."""

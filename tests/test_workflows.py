@@ -113,15 +113,58 @@ def test_nightly_installs_runs_every_mode_and_uploads():
     wf = load(NIGHTLY)
     assert "pip install -e '.[diffusers,plot,kernel]'" in step(wf, "Install")["run"]
     run = step(wf, "Run every mode")["run"]
-    assert "adaln-bench run --device cuda --out \"results/b200/nightly-${{ github.sha }}.json\"" in run
+    assert 'adaln-bench run --device cuda "${envs[@]}" --out "results/b200/nightly-${{ github.sha }}.json"' in run
     assert "--mode" not in run and "--quick" not in run  # every mode, full probes
     upload = step(wf, "Upload report, plot and diff")
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
-    for name in ("REPORT", "PLOT", "DIFF_MD", "DIFF_JSON"):
+    for name in ("REPORT", "PLOT", "DIFF_MD", "DIFF_JSON", "ENVS_FILE"):
         assert f"${{{{ env.{name} }}}}" in upload["with"]["path"]
     diff = step(wf, "Diff against the baseline")
     assert '>> "$GITHUB_STEP_SUMMARY"' in diff["run"]
     assert step(wf, "Verdict")["if"] == "always()"
+
+
+def test_nightly_builds_one_environment_per_framework_and_no_framework_in_the_main_one():
+    wf = load(NIGHTLY)
+    install = step(wf, "Install")["run"]
+    for extra in ("vllm", "sglang", "megatron"):
+        assert extra not in install  # they pin different torch releases: never in one environment
+    envs = step(wf, "Create or reuse the per-framework environments")
+    assert "adaln-bench envs create vllm sglang megatron --dir \"$ENVS_DIR\" --envs-file \"$ENVS_FILE\"" in envs["run"]
+    assert envs["env"]["ENVS_DIR"].startswith("${{ runner.tool_cache }}")  # kept between nights: reused
+
+
+# What the two steps do, against a fake adaln-bench that logs its arguments.
+LOGGING_CLI = """#!/bin/bash
+echo "$*" >> "$CALLS"
+case "$1 $2" in
+  "envs create") [ -n "$WRITE_ENVS" ] && echo "[python]" > "$ENVS_FILE"; exit "${ENVS_RC:-0}" ;;
+esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize("envs_rc, write", [(0, True), (1, True), (1, False)])
+def test_environments_step_and_run_step_pass_the_envs_file_when_there_is_one(tmp_path, envs_rc, write):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "adaln-bench"
+    fake.write_text(LOGGING_CLI, encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    calls = tmp_path / "calls"
+    env = {"CALLS": str(calls), "ENVS_FILE": "envs.toml", "ENVS_DIR": str(tmp_path / "envs"),
+           "ENVS_RC": str(envs_rc), "WRITE_ENVS": "1" if write else "", "REPORT": "r.json",
+           "GITHUB_OUTPUT": str(tmp_path / "output")}
+    wf = load(NIGHTLY)
+    made = run_step(step(wf, "Create or reuse the per-framework environments")["run"], env, tmp_path, bin_dir)
+    assert made.returncode == 0, made.stderr  # a framework that does not build must not stop the night
+    assert ("did not build" in made.stdout) == (envs_rc != 0)
+    script = step(wf, "Run every mode")["run"].replace("${{ github.sha }}", "abc")
+    ran = run_step(script, env, tmp_path, bin_dir)
+    assert ran.returncode == 0, ran.stderr
+    run_call = calls.read_text().splitlines()[-1]
+    expected = "run --device cuda --envs-file envs.toml --out" if write else "run --device cuda --out"
+    assert run_call.startswith(expected)
 
 
 def test_ci_runs_the_test_script_on_pull_requests():

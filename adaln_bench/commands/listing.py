@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.markup import escape
@@ -20,9 +20,12 @@ def modes_command(
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
     timeout: float = typer.Option(300, help="Seconds one mode's check may take."),
+    python: List[str] = typer.Option([], "--python", help="MODE=INTERPRETER (repeatable): check that mode there."),
+    envs_file: Optional[Path] = typer.Option(None, "--envs-file", help="TOML file mapping modes to interpreters."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Every mode: its environment, whether it switches on here, the library version, and why not."""
+    from adaln_bench.envs.file import choose_interpreters
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
     from adaln_bench.harness.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
@@ -35,7 +38,9 @@ def modes_command(
                                modes_file=str(modes_file) if modes_file else None,
                                megatron_src=str(megatron_src) if megatron_src else None, check_only=True)
         with ModeRunner(options, [None], lambda mode, event: None) as runner:
-            runner.run_all([ModeJob(m, []) for m in modes], lambda name, outcome: runs.__setitem__(name, outcome.run))
+            interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
+            runner.run_all([ModeJob(m, [], interpreters.get(m.name)) for m in modes],
+                           lambda name, outcome: runs.__setitem__(name, outcome.run))
     rows = []
     for m in modes:
         run = runs.get(m.name)

@@ -87,10 +87,17 @@ def run_command(
     gpus: Optional[str] = typer.Option(None, help="Comma-separated GPU indices: modes run concurrently, one child per GPU."),
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
+    python: List[str] = typer.Option([], "--python",
+                                     help="MODE=INTERPRETER (repeatable): run that mode's child under another "
+                                     "Python environment, e.g. vllm=.adaln-envs/vllm/bin/python."),
+    envs_file: Optional[Path] = typer.Option(None, "--envs-file",
+                                             help="TOML file whose [python] table maps modes to interpreters "
+                                             "(written by `adaln-bench envs create`)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
     from adaln_bench.commands.progress import RunProgress
+    from adaln_bench.envs.file import choose_interpreters
     from adaln_bench.harness.assemble import assemble_report
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
     from adaln_bench.reports.io import check_writable, write_report
@@ -105,6 +112,7 @@ def run_command(
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
     per_mode = _choose_candidates(candidate, modes)
+    interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
     out_path = check_writable(out or default_out_path(run_device, quick))
 
     if run_device == "cpu" and device == "auto":
@@ -117,7 +125,7 @@ def run_command(
     options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None)
-    jobs = [ModeJob(m, per_mode[m.name]) for m in modes]
+    jobs = [ModeJob(m, per_mode[m.name], interpreters.get(m.name)) for m in modes]
     outcomes: dict[str, ModeOutcome] = {}
     started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
     interrupted = False
@@ -131,7 +139,8 @@ def run_command(
             runner.run_all(jobs, done)
         except KeyboardInterrupt:
             interrupted = True
-    report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0)
+    report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0,
+                             interpreters=interpreters)
     write_report(report, out_path)
     if not quiet:
         print_summary(report)

@@ -7,10 +7,13 @@ from typing import Optional
 
 from adaln_bench import __version__
 from adaln_bench.harness.environment import rl_kernel_commit, tool_git_state, torch_environment
+from adaln_bench.harness.mode_environment import attach_environment
 from adaln_bench.harness.runner import ModeOutcome
 from adaln_bench.shape import Shape
 from adaln_bench.modes.registry import Mode
-from adaln_bench.reports.schema import SCHEMA_VERSION, REPORT_KIND, Report, Shape as ShapeModel, ToolInfo
+from adaln_bench.reports.mode_environments import modes_with_other_inputs
+from adaln_bench.reports.schema import (SCHEMA_VERSION, REPORT_KIND, Environment, Report, Shape as ShapeModel,
+                                        ToolInfo)
 
 RFC = "RL-Align/RL-Kernel#420"
 OP = "adaln_projection"
@@ -22,20 +25,38 @@ def shape_record(shape: Shape) -> ShapeModel:
                       out_features=shape.out_features, preset=shape.preset)
 
 
-def assemble_report(modes: list[Mode], outcomes: dict[str, ModeOutcome], shape: Shape, device: str,
-                    quick: bool, started_at: _dt.datetime, wall_s: float, argv: Optional[list[str]] = None) -> Report:
-    commit, dirty = tool_git_state()
-    env = next((o.child.environment for o in outcomes.values() if o.child and o.child.environment), None)
-    if env is None:  # no child got as far as reading its device: describe this process instead
+def _parent_environment(outcomes: dict[str, ModeOutcome], interpreters: dict[str, str], device: str) -> Environment:
+    """The top-level environment: that of the parent's interpreter, as one of its children read it."""
+    own = (o for name, o in outcomes.items() if name not in interpreters)
+    env = next((o.child.environment for o in own if o.child and o.child.environment), None)
+    if env is None:  # no child of this interpreter read its device: describe this process instead
         env = torch_environment("cpu")
         env.device = device
+        # The GPU is the machine's, whichever interpreter looked at it.
+        other = next((o.child.environment for o in outcomes.values() if o.child and o.child.environment), None)
+        if other is not None:
+            env.gpu, env.capability, env.device = other.gpu, other.capability, other.device
     env = env.model_copy(deep=True)
+    env.interpreter = sys.executable
+    return env
+
+
+def assemble_report(modes: list[Mode], outcomes: dict[str, ModeOutcome], shape: Shape, device: str,
+                    quick: bool, started_at: _dt.datetime, wall_s: float, argv: Optional[list[str]] = None,
+                    interpreters: Optional[dict[str, str]] = None) -> Report:
+    """`interpreters`: the modes run under another interpreter than this one, and that interpreter."""
+    commit, dirty = tool_git_state()
+    interpreters = interpreters or {}
+    for name, outcome in outcomes.items():
+        attach_environment(outcome, interpreters.get(name, sys.executable))
+    env = _parent_environment(outcomes, interpreters, device)
     env.mode_environment = {m.name: dict(m.env) for m in modes}
     megatron = next((o.child.environment.megatron_source_commit for o in outcomes.values()
                      if o.child and o.child.environment and o.child.environment.megatron_source_commit), None)
     env.megatron_source_commit = megatron  # always written: the reference report has the key
     ordered = [m.name for m in modes if m.name in outcomes]
     incomplete = any(outcomes[name].run.status == "interrupted" for name in ordered) or len(ordered) < len(modes)
+    mode_runs = {name: outcomes[name].run for name in ordered}
     return Report(
         kind=REPORT_KIND,
         rfc=RFC,
@@ -50,8 +71,9 @@ def assemble_report(modes: list[Mode], outcomes: dict[str, ModeOutcome], shape: 
                       argv=list(argv if argv is not None else sys.argv)),
         shape=shape_record(shape),
         device=device,
-        modes={name: outcomes[name].run for name in ordered},
+        modes=mode_runs,
         incomplete=incomplete,
         started_at=started_at.isoformat(timespec="seconds"),
         wall_s=round(wall_s, 3),
+        inputs_differ=modes_with_other_inputs(mode_runs, sys.executable),
     )

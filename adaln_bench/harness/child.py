@@ -45,7 +45,11 @@ def run_child(spec: ChildSpec) -> ChildResult:
     from adaln_bench.modes.switch import ModeSwitch
     from adaln_bench.reports.schema import CandidateUnavailable
 
+    from adaln_bench.harness.input_fingerprint import input_fingerprint
+    from adaln_bench.harness.mode_environment import runtime_environment
+
     mode = all_modes(spec.modes_file)[spec.mode]
+    result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
     device = torch.device(spec.device)
     if device.type == "cuda":
         torch.cuda.set_device(0)
@@ -70,6 +74,8 @@ def run_child(spec: ChildSpec) -> ChildResult:
     save()
 
     params = make_params(spec.shape, device)
+    result.inputs = input_fingerprint(spec.shape, params, device)
+    save()
     plan = P.QUICK if spec.quick else P.FULL
     parts = Parts(probes=spec.probes, accuracy=spec.accuracy, latency=spec.latency)
     ctx = BuildContext(mode=spec.mode, device=device, shape=spec.shape)

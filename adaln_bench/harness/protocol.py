@@ -11,7 +11,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adaln_bench.reports.schema import CandidateEntry, Environment, ModeObservation
+from adaln_bench.reports.schema import (CandidateEntry, Environment, InputFingerprint, ModeEnvironment,
+                                        ModeObservation)
 from adaln_bench.shape import Shape
 
 PROGRESS_PREFIX = "@@adaln-bench-progress "
@@ -43,6 +44,8 @@ class ChildResult(BaseModel):
     reason: Optional[str] = None
     observed: Optional[ModeObservation] = None
     environment: Optional[Environment] = None
+    runtime: Optional[ModeEnvironment] = None
+    inputs: Optional[InputFingerprint] = None
     # Keyed by the name the report uses, e.g. "diffusers[plain]".
     candidates: dict[str, CandidateEntry] = Field(default_factory=dict)
     complete: bool = False

@@ -23,6 +23,7 @@ from typing import Callable, Optional
 
 from pydantic import ValidationError
 
+from adaln_bench.harness.interpreters import InterpreterChecks, is_this_interpreter
 from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec
 from adaln_bench.modes.registry import Mode
 from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun
@@ -35,6 +36,7 @@ STDERR_TAIL_CHARS = 4000
 class ModeJob:
     mode: Mode
     candidates: list[str]
+    python: Optional[str] = None  # the interpreter of the mode's child; None: this one
 
 
 @dataclass
@@ -112,6 +114,7 @@ class ModeRunner:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.workdir = Path(tempfile.mkdtemp(prefix="adaln-bench-"))
+        self.interpreter_checks = InterpreterChecks()
 
     def __enter__(self) -> "ModeRunner":
         return self
@@ -133,10 +136,15 @@ class ModeRunner:
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         env["PYTHONUNBUFFERED"] = "1"
-        argv = [sys.executable, "-m", "adaln_bench.harness.child", str(spec_path)]
+        argv = [job.python or sys.executable, "-m", "adaln_bench.harness.child", str(spec_path)]
         started = time.monotonic()
         if self._stopping.is_set():
             return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, gpu)
+        if not is_this_interpreter(job.python):
+            # Another environment: it must import this very adaln_bench, or the mode does not run.
+            mismatch = self.interpreter_checks.check(job.python, env)
+            if mismatch is not None:
+                return self._outcome(job, "unavailable", mismatch, None, None, None, gpu)
         child = _ChildProcess(argv, env, stderr_path)
         with self._lock:
             self._running[name] = child

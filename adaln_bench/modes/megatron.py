@@ -83,6 +83,7 @@ def _mode(name: str, backend: str, env: dict[str, str], description: str) -> Mod
             name=name,
             description=description,
             kind="framework",
+            framework="megatron",
             env=env,
             enable=partial(enable_backend, backend),
         )

@@ -57,6 +57,8 @@ class Mode:
     # Runs in the child after `import torch`; raises when the mode cannot be switched on.
     enable: Optional[Callable[[ModeOptions], Switch]] = None
     torch_settings: Optional[TorchSettings] = None
+    # The framework whose environment runs this mode (`adaln-bench envs`, envs/frameworks.py); None: any.
+    framework: Optional[str] = None
 
 
 _REGISTRY: NamedRegistry[Mode] = NamedRegistry("mode", (

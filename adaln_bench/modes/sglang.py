@@ -43,6 +43,7 @@ SGLANG = register(
         name="sglang",
         description="SGLang enable_batch_invariant_mode(): Triton (or DeepGEMM) overrides of aten mm, addmm, bmm, ...",
         kind="framework",
+        framework="sglang",
         enable=enable,
     )
 )
@@ -52,6 +53,7 @@ SGLANG_IEEE = register(
         name="sglang_ieee",
         description="as sglang, with TRITON_F32_DEFAULT=ieee: fp32 Triton dots in IEEE fp32, not TF32",
         kind="framework",
+        framework="sglang",
         env={"TRITON_F32_DEFAULT": "ieee"},
         enable=enable,
     )

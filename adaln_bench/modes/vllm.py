@@ -40,6 +40,7 @@ VLLM = register(
             "CUBLASLT_WORKSPACE_SIZE=1; no switch-off"
         ),
         kind="framework",
+        framework="vllm",
         env=ENV,
         enable=enable,
     )

@@ -32,6 +32,7 @@ from adaln_bench.reports.schema import (
     Distribution,
     Report,
 )
+from adaln_bench.reports.mode_environments import ENVIRONMENT_FIELDS, parent_value
 from adaln_bench.reports.thresholds import Thresholds
 
 
@@ -241,6 +242,8 @@ def compare_configuration(
             add(f"mode_environment.{mode}", None if a is None else _env_text(a),
                 None if b is None else _env_text(b))
 
+    diffs.extend(compare_mode_environments(old, new))
+
     quick_blocks = old.quick != new.quick and not allow_quick_mismatch
     add("quick", old.quick, new.quick, quick_blocks,
         "allowed by --allow-quick-mismatch: probe counts not compared" if old.quick != new.quick
@@ -269,6 +272,61 @@ def compare_configuration(
     add("incomplete", bool(old.incomplete), bool(new.incomplete),
         note="the run was cut short; what it did not reach shows as MISSING" if new.incomplete else "")
     return diffs, blockers
+
+
+def _effective_mode_environment(report: Report, mode: str) -> Optional[dict[str, Optional[str]]]:
+    """A mode's environment fields: its own record, or the top-level environment's where it has none."""
+    run = (report.modes or {}).get(mode)
+    own = run.environment if run is not None else None
+    if own is None:
+        return None
+    return {f: getattr(own, f) if getattr(own, f) is not None else parent_value(report.environment, own, f)
+            for f in ENVIRONMENT_FIELDS}
+
+
+def _inputs_text(report: Report, mode: str) -> Optional[str]:
+    run = (report.modes or {}).get(mode)
+    if run is None or run.inputs is None:
+        return None
+    i = run.inputs
+    return f"temb {i.temb_sha256[:8]} W {i.weight_sha256[:8]} b {i.bias_sha256[:8]} grad {i.upstream_sha256[:8]}"
+
+
+def compare_mode_environments(old: Report, new: Report) -> list[ConfigDifference]:
+    """Per-mode environment changes (`modes.<mode>.environment.<field>`) and seeded-input changes.
+
+    A field is listed only where its change is not just the top-level one: a torch upgrade of the
+    parent's environment shows once as `torch`, not once more for every mode that ran in it.
+    """
+    diffs: list[ConfigDifference] = []
+    top = {"interpreter": (old.environment.interpreter, new.environment.interpreter),
+           "python": (old.environment.python, new.environment.python),
+           "torch": (old.environment.torch, new.environment.torch),
+           "cuda": (old.environment.cuda, new.environment.cuda)}
+    for mode in _ordered_union(old.modes or {}, new.modes or {}):
+        a, b = _effective_mode_environment(old, mode), _effective_mode_environment(new, mode)
+        if a is None or b is None:
+            continue
+        for f in ENVIRONMENT_FIELDS:
+            if a[f] == b[f] or top.get(f) == (a[f], b[f]):
+                continue
+            if f == "framework_version" and (a[f], b[f]) == _framework_top_change(old, new, mode):
+                continue
+            diffs.append(ConfigDifference(f"modes.{mode}.environment.{f}", a[f], b[f]))
+        ia, ib = _inputs_text(old, mode), _inputs_text(new, mode)
+        if ia is not None and ib is not None and ia != ib:
+            diffs.append(ConfigDifference(f"modes.{mode}.inputs", ia, ib,
+                                          note="other seeded inputs: its numbers do not compare bit for bit"))
+    return diffs
+
+
+def _framework_top_change(old: Report, new: Report, mode: str) -> tuple[Optional[str], Optional[str]]:
+    """The change of a mode's framework in the top-level libraries (already listed as libraries.<name>)."""
+    run = (new.modes or {}).get(mode) or (old.modes or {}).get(mode)
+    framework = run.environment.framework if run and run.environment else None
+    if framework is None:
+        return (None, None)
+    return old.environment.libraries.get(framework), new.environment.libraries.get(framework)
 
 
 # --- batch invariance -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from adaln_bench.reports import metrics
 from adaln_bench.reports.format import markdown_table
+from adaln_bench.reports.mode_environments import environment_lines, input_warning
 from adaln_bench.reports.schema import CandidateResult, CandidateStatus, CandidateUnavailable, Report
 
 SHOWN_TOKENS = ("3", "256", "2048")
@@ -126,6 +127,11 @@ def print_summary(report: Report, console: Optional[Console] = None) -> None:
         for name, run in report.modes.items():
             if run.observed is not None and run.observed.reference_mode_off is False:
                 console.print(f"note: mode {name} has no switch-off; its FP64 reference ran with the mode on")
+    for line in environment_lines(report):
+        console.print(escape(line))
+    warning = input_warning(report)
+    if warning:
+        console.print(f"[bold red]{escape(warning)}[/bold red]")
 
 
 def markdown(report: Report) -> str:
@@ -141,4 +147,10 @@ def markdown(report: Report) -> str:
         lines += ["", "Train–infer consistency (seed 3, 257 rows; same letter = bitwise identical):", ""]
         lines += markdown_table(["mode", "candidate", "output", "d_temb"],
                                 [(m, f"`{c}`", o, g) for m, c, o, g in groups])
+    extra = environment_lines(report)
+    warning = input_warning(report)
+    if warning:
+        extra.append(f"**{warning}**")
+    if extra:
+        lines += [""] + [f"- {line}" for line in extra]
     return "\n".join(lines) + "\n"

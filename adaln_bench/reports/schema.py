@@ -219,6 +219,7 @@ class Environment(_Model):
     device: Optional[str] = None
     hostname: Optional[str] = None
     platform: Optional[str] = None
+    interpreter: Optional[str] = None  # the Python executable this environment was read under
 
 
 class ModeObservation(_Model):
@@ -239,6 +240,31 @@ class ModeObservation(_Model):
     reference_mode_off: Optional[bool] = None
 
 
+class ModeEnvironment(_Model):
+    """The interpreter a mode's child ran under, and what that interpreter's environment holds."""
+
+    interpreter: Optional[str] = None
+    python: Optional[str] = None
+    torch: Optional[str] = None
+    cuda: Optional[str] = None
+    framework: Optional[str] = None  # the mode's library (pip name), e.g. "vllm"
+    framework_version: Optional[str] = None
+
+
+class InputFingerprint(_Model):
+    """SHA-256 of the seeded inputs (SPEC §3) as one child generated them: equal in every mode, or the
+    output fingerprints and the consistency matrix compare different numbers."""
+
+    seed: int
+    rows: int
+    temb_sha256: str
+    weight_sha256: str
+    bias_sha256: str
+    upstream_sha256: str
+    # torch.randperm(rows) from a CPU generator seeded `seed`: the batch-size sweep draws its fillers so.
+    permutation_sha256: Optional[str] = None
+
+
 ModeStatus = Literal["ok", "unavailable", "failed", "crashed", "timeout", "interrupted"]
 
 
@@ -250,6 +276,8 @@ class ModeRun(_Model):
     observed: Optional[ModeObservation] = None
     stderr_tail: Optional[str] = None
     returncode: Optional[int] = None
+    environment: Optional[ModeEnvironment] = None
+    inputs: Optional[InputFingerprint] = None
 
 
 class Shape(_Model):
@@ -286,6 +314,8 @@ class Report(_Model):
     incomplete: Optional[bool] = None
     started_at: Optional[str] = None
     wall_s: Optional[float] = None
+    # Modes whose seeded inputs differ from those of the modes under the parent's interpreter.
+    inputs_differ: Optional[list[str]] = None
 
 
 CandidateResult.model_rebuild()
