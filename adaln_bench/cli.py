@@ -36,6 +36,7 @@ COMMANDS = (
     ("run", "adaln_bench.commands.run", "run_command"),
     ("report", "adaln_bench.commands.report", "report_command"),
     ("diff", "adaln_bench.commands.diff", "diff_command"),
+    ("fidelity", "adaln_bench.commands.fidelity", "fidelity_command"),
     ("plot", "adaln_bench.commands.plot", "plot_command"),
     ("modes", "adaln_bench.commands.listing", "modes_command"),
     ("candidates", "adaln_bench.commands.listing", "candidates_command"),
