@@ -5,6 +5,7 @@ aten overrides and torch flags last for the whole process, so they must not leak
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -24,7 +25,8 @@ STANDINS = REPO / "tests" / "standins"
 DRIVER = STANDINS / "support" / "drive_mode.py"
 
 # Variables a stand-in reacts to, or that the observation reports: the test decides them, not the shell.
-_CONTROLLED = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "TRITON_F32_DEFAULT")
+_CONTROLLED = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "TRITON_F32_DEFAULT",
+               "SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM")
 
 VLLM_NEW = "vllm.model_executor.determinism.batch_invariant"
 VLLM_OLD = "vllm.model_executor.layers.batch_invariant"
@@ -54,6 +56,10 @@ def drive(mode: str, standins: list[str], tmp_path: Path, extra: Optional[dict[s
     return result
 
 
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 # --- vLLM -------------------------------------------------------------------------------------------
 
 
@@ -71,6 +77,10 @@ def test_vllm_recent_release_uses_determinism_module(tmp_path):
                                "TRITON_F32_DEFAULT": None}
     assert obs["bf16_reduced_precision_reduction"] is False
     assert obs["fp16_reduced_precision_reduction"] is False
+    switch_file = STANDINS / "vllm_new" / "vllm" / "model_executor" / "determinism" / "batch_invariant.py"
+    assert obs["module_file"] == str(switch_file)
+    assert obs["module_sha256"] == sha256_of(switch_file)
+    assert obs["matmul_path"] is None  # vLLM's module says nothing about it
 
 
 def test_vllm_older_release_uses_layers_module(tmp_path):
@@ -105,6 +115,21 @@ def test_sglang_switches_on_off_and_on_again(tmp_path):
     assert r["overrides_after_on"] == SGLANG_OVERRIDES
     assert [c["call"] for c in r["calls"]] == [
         "enable_batch_invariant_mode", "disable_batch_invariant_mode", "enable_batch_invariant_mode"]
+    # the file that defines the switch, not the package's __init__.py that re-exports it
+    switch_file = STANDINS / "sglang" / "sglang" / "srt" / "batch_invariant_ops" / "batch_invariant_ops.py"
+    assert r["observed"]["module_file"] == str(switch_file)
+    assert r["observed"]["module_sha256"] == sha256_of(switch_file)
+    assert r["observed"]["matmul_path"] == "triton_persistent"
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ({"ADALN_STANDIN_DEEPGEMM": "1"}, "deepgemm"),
+    ({"ADALN_STANDIN_DEEPGEMM": "1", "SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM": "0"}, "triton_persistent"),
+])
+def test_sglang_matmul_path_is_read_from_its_module_state(tmp_path, extra, expected):
+    r = drive("sglang", ["sglang"], tmp_path, extra)
+    assert r["observed"]["matmul_path"] == expected
+    assert r["notes"]["bf16_mm_deepgemm"] == str(expected == "deepgemm").lower()
 
 
 def test_sglang_ieee_sets_triton_f32_default(tmp_path):
@@ -137,6 +162,9 @@ def test_megatron_main_triton_passes_the_backend(tmp_path, mode):
     assert (r["library"], r["library_version"]) == ("megatron-core", "0.18.0rc0")
     assert r["observed"]["aten_overrides"] == MEGATRON_TRITON_OVERRIDES
     assert r["overrides_after_off"] == [] and r["overrides_after_on"] == MEGATRON_TRITON_OVERRIDES
+    switch_file = STANDINS / "megatron_main" / "megatron" / "core" / "transformer" / "custom_layers" / (
+        "batch_invariant_kernels.py")
+    assert r["observed"]["module_sha256"] == sha256_of(switch_file)
     assert [(c["call"], c["args"].get("backend")) for c in r["calls"]] == [
         ("enable_batch_invariant_mode", "triton"), ("disable_batch_invariant_mode", None),
         ("enable_batch_invariant_mode", "triton")]
@@ -297,6 +325,9 @@ def test_run_through_the_harness_records_what_each_mode_did(tmp_path):
     assert (sglang.observed.library, sglang.observed.library_version) == ("sglang", "0.5.23")
     assert sglang.observed.reference_mode_off is True
     assert sglang.observed.env_seen["TRITON_F32_DEFAULT"] is None
+    assert sglang.observed.matmul_path == "triton_persistent"
+    assert report.environment.sglang_matmul_path == "triton_persistent"
+    assert sglang.observed.module_sha256 == sha256_of(Path(sglang.observed.module_file))
     measured = report.results["sglang"]["diffusers[sglang]"]
     assert isinstance(measured, CandidateResult)
     # the stand-in's mm sums each row's products by itself, so the measurement ran through the override
@@ -309,6 +340,8 @@ def test_run_through_the_harness_records_what_each_mode_did(tmp_path):
     assert vllm.observed.env_seen["CUBLASLT_WORKSPACE_SIZE"] == "1"
     assert vllm.observed.bf16_reduced_precision_reduction is False
     assert vllm.observed.reference_mode_off is False
+    assert vllm.observed.module_file.endswith("determinism/batch_invariant.py")
+    assert vllm.observed.module_sha256 == sha256_of(Path(vllm.observed.module_file))
     assert isinstance(report.results["vllm"]["diffusers[vllm]"], CandidateResult)
 
     megatron = report.modes["megatron_triton"]
@@ -319,4 +352,5 @@ def test_run_through_the_harness_records_what_each_mode_did(tmp_path):
 
     plain = report.modes["plain"]
     assert plain.status == "ok" and plain.observed.aten_overrides == []
+    assert plain.observed.module_file is None and plain.observed.module_sha256 is None
     assert isinstance(report.results["plain"]["diffusers[plain]"], CandidateResult)

@@ -54,6 +54,10 @@ def assemble_report(modes: list[Mode], outcomes: dict[str, ModeOutcome], shape: 
     megatron = next((o.child.environment.megatron_source_commit for o in outcomes.values()
                      if o.child and o.child.environment and o.child.environment.megatron_source_commit), None)
     env.megatron_source_commit = megatron  # always written: the reference report has the key
+    sglang_paths = {o.run.observed.matmul_path for o in outcomes.values()
+                    if o.run.observed and o.run.observed.library == "sglang" and o.run.observed.matmul_path}
+    if sglang_paths:  # one value, or both joined if the two SGLang modes saw different paths
+        env.sglang_matmul_path = "/".join(sorted(sglang_paths))
     ordered = [m.name for m in modes if m.name in outcomes]
     incomplete = any(outcomes[name].run.status == "interrupted" for name in ordered) or len(ordered) < len(modes)
     mode_runs = {name: outcomes[name].run for name in ordered}

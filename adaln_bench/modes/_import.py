@@ -4,6 +4,7 @@ Shared by the vllm, sglang and megatron modes. Everything here runs in a mode's 
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.metadata
 import subprocess
@@ -81,6 +82,31 @@ def library_version(library: str, top: str, version_module: Optional[str] = None
 
 def module_file(module: ModuleType) -> str:
     return str(getattr(module, "__file__", None) or "?")
+
+
+def defining_file(function: object) -> Optional[str]:
+    """The source file of the module that defines `function`: the code a switch really runs.
+
+    SGLang's package re-exports its switch from an inner module, so the package's own __init__.py would
+    say little about which code ran.
+    """
+    module = sys.modules.get(getattr(function, "__module__", None) or "")
+    file = getattr(module, "__file__", None)
+    return str(file) if file else None
+
+
+def file_sha256(path: Optional[str]) -> Optional[str]:
+    """SHA-256 (hex) of a file's bytes, so that a report can be checked against a wheel's RECORD.
+
+    A stand-in can carry the same version string as the real library; its file cannot carry the same hash.
+    """
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
 
 
 def prepend_source(path: str) -> Path:

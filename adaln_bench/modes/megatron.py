@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from adaln_bench.modes._import import (
+    defining_file,
     describe_call,
+    file_sha256,
     git_commit,
     import_first,
     library_version,
@@ -67,6 +69,7 @@ def enable_backend(backend: str, options: ModeOptions) -> Switch:
     switch_on()
     notes["module_file"] = module_file(module)
     notes["backend"] = backend
+    source = defining_file(module.enable_batch_invariant_mode)
     return Switch(
         path=call,
         library=LIBRARY,
@@ -74,6 +77,8 @@ def enable_backend(backend: str, options: ModeOptions) -> Switch:
         off=module.disable_batch_invariant_mode,
         on=switch_on,
         notes=notes,  # type: ignore[arg-type]  # megatron_source_commit is None outside a git checkout
+        module_file=source,
+        module_sha256=file_sha256(source),
     )
 
 

@@ -137,4 +137,7 @@ def observe(mode: Mode, before: Mapping[str, str], switch: Optional[Switch],
         library_version=switch.library_version if switch else None,
         switch_path=switch.path if switch else None,
         reference_mode_off=(switch.off is not None) if switch else (True if settings_restorable else None),
+        module_file=switch.module_file if switch else None,
+        module_sha256=switch.module_sha256 if switch else None,
+        matmul_path=switch.matmul_path if switch else None,
     )

@@ -6,7 +6,14 @@ The module moved in vLLM 0.29: `vllm.model_executor.layers.batch_invariant` in 0
 """
 from __future__ import annotations
 
-from adaln_bench.modes._import import describe_call, import_first, library_version, module_file
+from adaln_bench.modes._import import (
+    defining_file,
+    describe_call,
+    file_sha256,
+    import_first,
+    library_version,
+    module_file,
+)
 from adaln_bench.modes.registry import Mode, ModeOptions, Switch, register
 
 MODULE_PATHS = (
@@ -22,6 +29,7 @@ ENV = {"CUBLAS_WORKSPACE_CONFIG": ":16:8", "CUBLASLT_WORKSPACE_SIZE": "1"}
 def enable(options: ModeOptions) -> Switch:
     module = import_first("vllm", "vllm", MODULE_PATHS)
     module.enable_batch_invariant_mode()
+    source = defining_file(module.enable_batch_invariant_mode)
     return Switch(
         path=describe_call(module, "enable_batch_invariant_mode"),
         library="vllm",
@@ -29,6 +37,8 @@ def enable(options: ModeOptions) -> Switch:
         off=None,
         on=None,
         notes={"module_file": module_file(module)},
+        module_file=source,
+        module_sha256=file_sha256(source),
     )
 
 

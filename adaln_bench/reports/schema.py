@@ -214,6 +214,8 @@ class Environment(_Model):
     tf32: Optional[bool]
     libraries: dict[str, Optional[str]]
     megatron_source_commit: Optional[str] = None
+    # Added here: SGLang's bf16 matmul path as its modes observed it ("triton_persistent" or "deepgemm").
+    sglang_matmul_path: Optional[str] = None
     mode_environment: dict[str, dict[str, str]] = Field(default_factory=dict)
     # Added here.
     device: Optional[str] = None
@@ -238,6 +240,13 @@ class ModeObservation(_Model):
     library_version: Optional[str] = None
     switch_path: Optional[str] = None
     reference_mode_off: Optional[bool] = None
+    # The file that defines the switch and its SHA-256 (hex): a stand-in can have the same version string,
+    # not the same bytes as the wheel's file (scripts/slim_frameworks.py check-report compares them).
+    module_file: Optional[str] = None
+    module_sha256: Optional[str] = None
+    # Where the switch sends a bf16 matrix product, read from the library's own state: SGLang's
+    # "triton_persistent" or "deepgemm".
+    matmul_path: Optional[str] = None
 
 
 class ModeEnvironment(_Model):

@@ -8,8 +8,10 @@ import adaln_standin
 if os.environ.get("ADALN_STANDIN_BROKEN_IMPORT") == "sglang":
     import deep_gemm_not_installed  # noqa: F401  # a dependency missing inside a module that exists
 
-ENABLE_JIT_DEEPGEMM = False
-_ENABLE_MM_DEEPGEMM = True
+# SGLang sets these at import: DeepGEMM on SM >= 90 when deep_gemm imports (the test says whether it does),
+# and mm may use it unless SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM is off.
+ENABLE_JIT_DEEPGEMM = os.environ.get("ADALN_STANDIN_DEEPGEMM") == "1"
+_ENABLE_MM_DEEPGEMM = os.environ.get("SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM", "1") not in ("0", "false")
 
 _batch_invariant_MODE = False
 _batch_invariant_LIB = None
