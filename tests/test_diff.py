@@ -453,7 +453,7 @@ def test_cli_json_is_one_document_with_every_row(tmp_path, capsys):
     assert len(worse) == 1 and worse[0]["regression"] is True
     assert worse[0]["probes"] == [
         {"probe": "all_rows", "what": "n=257 rowgrad_differ", "old": 0, "new": 771, "total": 771}]
-    assert doc["thresholds"] == {"latency": 0.05, "accuracy": 0.1, "accuracy_floor": 1e-5}
+    assert doc["thresholds"] == {"latency": 0.05, "accuracy": 0.1, "accuracy_floor": 1e-5, "latency_alpha": 0.002}
 
 
 def test_cli_json_when_not_comparable(tmp_path, capsys):

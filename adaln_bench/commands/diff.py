@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -20,6 +21,11 @@ from adaln_bench.reports.git_source import load_report
 from adaln_bench.reports.thresholds import resolve_thresholds
 
 # Paragraphs are single lines: typer reflows them to the terminal's width.
+class LatencyBasis(str, Enum):
+    device = "device"
+    events = "events"
+
+
 HELP = (
     "Compare two reports and give a verdict per mode, candidate and metric.\n\n"
     "OLD and NEW are each a report file or REV:path read from git in the current repository "
@@ -27,7 +33,9 @@ HELP = (
     "Verdicts: SAME, BETTER, WORSE, AMBIGUOUS (changed, but within the noise or in no clear direction), "
     "MISSING (a result that is gone), NEW. WORSE and MISSING are regressions. Losing batch invariance is a "
     "regression whatever else changed. A latency is WORSE or BETTER only when the medians differ by more than "
-    "the threshold and the interquartile ranges do not overlap.\n\n"
+    "the threshold and the change is significant: on device time (CUDA-graph replay, every sample of every "
+    "process) by a Mann-Whitney U test at --latency-alpha; where a side has no device time, on the event medians "
+    "with interquartile ranges apart.\n\n"
     "Exit codes: 0 no regression; 1 regression (or any change, with --fail-on any-change); "
     "2 bad input (unreadable file, not a report, bad REV:path, bad thresholds); "
     "3 not comparable (different GPUs, one quick and one full report, different shapes). See docs/diff.md.\n"
@@ -42,9 +50,15 @@ def diff_command(
         None, "--accuracy-threshold", help="Relative change of an error against FP64 that counts (default 0.10)."),
     accuracy_floor: Optional[float] = typer.Option(
         None, "--accuracy-floor", help="Absolute change of an error below which it never counts (default 1e-05)."),
+    latency_alpha: Optional[float] = typer.Option(
+        None, "--latency-alpha", help="Significance a device-time change needs (Mann-Whitney U; default 0.002)."),
+    latency_basis: LatencyBasis = typer.Option(
+        LatencyBasis.device, "--latency-basis", case_sensitive=False,
+        help="What gates latency: device time where both sides have it (else event medians), or events."),
     thresholds_file: Optional[Path] = typer.Option(
         None, "--thresholds", metavar="FILE",
-        help="TOML file with latency_threshold, accuracy_threshold, accuracy_floor; options override it."),
+        help="TOML file with latency_threshold, latency_alpha, accuracy_threshold, accuracy_floor; options "
+             "override it."),
     fail_on: FailOn = typer.Option(
         FailOn.regression, "--fail-on", case_sensitive=False,
         help="Exit 1 on a regression, on any verdict other than SAME, or never."),
@@ -59,10 +73,12 @@ def diff_command(
 ) -> None:
     if markdown and as_json:
         raise UserError("--markdown and --json are exclusive: choose one output")
-    thresholds = resolve_thresholds(thresholds_file, latency_threshold, accuracy_threshold, accuracy_floor)
+    thresholds = resolve_thresholds(thresholds_file, latency_threshold, accuracy_threshold, accuracy_floor,
+                                    latency_alpha)
     old_report = load_report(old)
     new_report = load_report(new)
-    result = diff_reports(old_report, new_report, thresholds, allow_different_device, allow_quick_mismatch)
+    result = diff_reports(old_report, new_report, thresholds, allow_different_device, allow_quick_mismatch,
+                          latency_basis.value)
     code = exit_code(result, fail_on)
     sides = {"OLD": (old, old_report), "NEW": (new, new_report)}
     if as_json:

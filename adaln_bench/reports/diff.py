@@ -33,6 +33,7 @@ from adaln_bench.reports.schema import (
     Report,
 )
 from adaln_bench.reports.mode_environments import ENVIRONMENT_FIELDS, parent_value
+from adaln_bench.reports.latency_gate import gate_device_time
 from adaln_bench.reports.thresholds import Thresholds
 
 
@@ -104,10 +105,12 @@ class Row:
     change: Optional[float] = None  # (new - old) / old where that is defined
     note: str = ""
     probes: tuple[ProbeCount, ...] = ()
+    # Shown but not gated: the host-inclusive event median when device time decides (docs/diff.md).
+    informational: bool = False
 
     @property
     def regression(self) -> bool:
-        return self.verdict in REGRESSION_VERDICTS
+        return not self.informational and self.verdict in REGRESSION_VERDICTS
 
 
 @dataclass(frozen=True)
@@ -130,13 +133,24 @@ class ReportDiff:
 
     @property
     def changes(self) -> list[Row]:
+        return [row for row in self.rows if row.verdict is not Verdict.SAME and not row.informational]
+
+    @property
+    def listed(self) -> list[Row]:
+        """What a diff lists by default: every row that is not SAME, the ones shown only included."""
         return [row for row in self.rows if row.verdict is not Verdict.SAME]
 
     def verdict_counts(self) -> dict[str, int]:
+        """Verdicts of the gated rows (the rows shown only are counted apart, in `informational_count`)."""
         counts = {v.value: 0 for v in Verdict}
         for row in self.rows:
-            counts[row.verdict.value] += 1
+            if not row.informational:
+                counts[row.verdict.value] += 1
         return counts
+
+    @property
+    def informational_count(self) -> int:
+        return sum(row.informational for row in self.rows)
 
 
 @dataclass(frozen=True)
@@ -147,6 +161,8 @@ class Scope:
     counts: bool = True  # probe counts and per-T presence: False for quick against full
     latency: bool = True  # False for CPU against GPU: their clocks are never compared
     new_is_quick: bool = False
+    # What gates a latency: "device" time where both sides have it (else the event medians), or "events".
+    latency_basis: str = "device"
 
 
 def exit_code(diff: ReportDiff, fail_on: FailOn = FailOn.regression) -> int:
@@ -455,9 +471,15 @@ def _compare_point(
     thresholds = scope.thresholds
     rows: list[Row] = []
     for metric in metrics.POINT_METRICS:
-        if metric.kind is metrics.LATENCY and not scope.latency:
+        if metric.timed and not scope.latency:
             continue
         name, a, b = metric.name, metric.value(old), metric.value(new)
+        if metric.kind is metrics.DEVICE:
+            gate = gate_device_time(old, new, metric.event_metric, thresholds.latency, thresholds.latency_alpha)
+            if gate is not None:  # a side without device time: its event median decides, with a note
+                rows.append(Row(mode, candidate, name, t, gate.old_us, gate.new_us, Verdict(gate.verdict.value),
+                                gate.change, gate.note, informational=scope.latency_basis != "device"))
+            continue
         if a is None and b is None:
             continue
         if b is None:
@@ -466,13 +488,24 @@ def _compare_point(
         if a is None:
             rows.append(Row(mode, candidate, name, t, None, b, Verdict.NEW, note="no value in OLD"))
             continue
+        informational = False
         if metric.kind is metrics.LATENCY:
             verdict, change, note = compare_latency(a, b, metric.distribution(old), metric.distribution(new),
                                                     thresholds, metric)
+            if scope.latency_basis == "device" and _device_time_decides(old, new, name):
+                informational = True
+                lead = "host-inclusive, shown only: device time decides"
+                note = f"{lead}; {note}" if note else lead
         else:
             verdict, change, note = compare_error(a, b, thresholds, metric)
-        rows.append(Row(mode, candidate, name, t, a, b, verdict, change, note))
+        rows.append(Row(mode, candidate, name, t, a, b, verdict, change, note, informational=informational))
     return rows
+
+
+def _device_time_decides(old: AccuracyLatency, new: AccuracyLatency, event_metric: str) -> bool:
+    """Both sides hold device time for the event metric's counterpart: then it gates, not the event median."""
+    return any(m.kind is metrics.DEVICE and m.event_metric == event_metric and
+               m.value(old) is not None and m.value(new) is not None for m in metrics.POINT_METRICS)
 
 
 def compare_status(mode: str, candidate: str, status: metrics.CandidateStatus, old: CandidateResult,
@@ -569,16 +602,33 @@ def compare_candidate(
     return availability(Verdict.SAME, a, b, "; ".join(reasons))
 
 
+def _has_device_time(report: Report) -> bool:
+    return any(isinstance(entry, CandidateResult) and any(p.device_time for p in entry.accuracy_latency.values())
+               for results in report.results.values() for entry in results.values())
+
+
+def _latency_basis_note(old: Report, new: Report, basis: str) -> Optional[str]:
+    """What gated the latencies, when it was not device time on both sides."""
+    if basis == "events":
+        return "latency gated on the host-inclusive event medians (--latency-basis events)"
+    lacking = [side for side, report in (("OLD", old), ("NEW", new)) if not _has_device_time(report)]
+    if lacking:
+        return (f"latency gated on the host-inclusive event medians (threshold and quartiles apart): no device "
+                f"time in {' and '.join(lacking)}")
+    return None
+
+
 def diff_reports(
     old: Report,
     new: Report,
     thresholds: Thresholds = Thresholds(),
     allow_different_device: bool = False,
     allow_quick_mismatch: bool = False,
+    latency_basis: str = "device",
 ) -> ReportDiff:
     config, blockers = compare_configuration(old, new, allow_different_device, allow_quick_mismatch)
     scope = Scope(thresholds, counts=old.quick == new.quick, latency=device_kind(old) == device_kind(new),
-                  new_is_quick=new.quick)
+                  new_is_quick=new.quick, latency_basis=latency_basis)
     notes: list[str] = []
     if blockers:
         return ReportDiff(thresholds, tuple(config), tuple(blockers), (), scope.counts, tuple(notes))
@@ -588,6 +638,10 @@ def diff_reports(
     if not scope.latency:
         notes.append(f"latency not compared: {device_kind(old) or 'unknown'} and {device_kind(new) or 'unknown'}"
                      " timings come from different clocks and are never compared")
+    elif (basis_note := _latency_basis_note(old, new, latency_basis)) and (_has_device_time(old)
+                                                                          or _has_device_time(new)
+                                                                          or latency_basis == "events"):
+        notes.append(basis_note)
     rows: list[Row] = []
     for mode in _ordered_union(old.results, new.results):
         old_mode, new_mode = old.results.get(mode, {}), new.results.get(mode, {})

@@ -90,14 +90,18 @@ def headline(result: ReportDiff, fail_on: FailOn, code: int) -> str:
     else:
         what = "no change"
     ignored = " (ignored: --fail-on never)" if regressions and fail_on is FailOn.never else ""
-    return f"{what}{ignored}; {len(result.rows)} compared: {tally or 'nothing'}"
+    gated = len(result.rows) - result.informational_count
+    shown = (f"; {result.informational_count} host-inclusive rows shown only (device time decides)"
+             if result.informational_count else "")
+    return f"{what}{ignored}; {gated} compared: {tally or 'nothing'}{shown}"
 
 
 def summary_rows(result: ReportDiff) -> list[tuple[str, str, str, dict[str, int], Verdict]]:
     """Per (mode, candidate): invariance old → new, verdict counts, and the worst verdict."""
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in result.rows:
-        groups.setdefault((row.mode, row.candidate), []).append(row)
+        if not row.informational:
+            groups.setdefault((row.mode, row.candidate), []).append(row)
     out = []
     for (mode, candidate), rows in groups.items():
         counts = {v.value: 0 for v in Verdict}
@@ -169,7 +173,7 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
                             Text(worst.value, style=VERDICT_STYLE[worst]))
         console.print(summary)
 
-        rows = list(result.rows) if show_all else result.changes
+        rows = list(result.rows) if show_all else result.listed
         if rows:
             # The note (which probe failed, why a result is missing) is what a reader needs most, so it
             # sits under the row's name, where it folds on a narrow terminal, instead of in a last column
@@ -184,7 +188,9 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
                                       f" T={row.t}" if row.t is not None else "")
                 if row.note:
                     where.append("\n" + row.note, style="dim" if row.verdict is Verdict.SAME else "")
-                table.add_row(Text(row.verdict.value, style=VERDICT_STYLE[row.verdict]), where,
+                verdict = (Text(f"({row.verdict.value})", style="dim") if row.informational
+                           else Text(row.verdict.value, style=VERDICT_STYLE[row.verdict]))
+                table.add_row(verdict, where,
                               Text(format_value(row.metric, row.old)), Text(format_value(row.metric, row.new)),
                               format_change(row))
             console.print(table)
@@ -225,13 +231,14 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
         out += ["### Not comparable", ""] + [f"- {reason}" for reason in result.not_comparable] + [""]
         return "\n".join(out)
 
-    rows = list(result.rows) if show_all else result.changes
+    rows = list(result.rows) if show_all else result.listed
     out += ["### All rows" if show_all else "### Changes", ""]
     if rows:
         out += fmt.markdown_table(
             ["mode", "candidate", "metric", "T", "OLD", "NEW", "change", "verdict", "note"],
             [[r.mode, r.candidate, _metric_label(r), format_t(r), format_value(r.metric, r.old),
-              format_value(r.metric, r.new), format_change(r), _md_verdict(r.verdict), r.note] for r in rows])
+              format_value(r.metric, r.new), format_change(r),
+              f"({r.verdict.value})" if r.informational else _md_verdict(r.verdict), r.note] for r in rows])
     else:
         out.append("Every row is SAME.")
     out.append("")

@@ -60,7 +60,9 @@ class _Field:
 class Kind:
     """What a point metric measures, which decides its comparison in a diff and how it is written."""
 
-    name: Literal["latency", "error"]  # latency: threshold and quartiles; error: threshold and floor
+    # latency: threshold and quartiles (host-inclusive event medians); device: threshold and a U test over
+    # every sample (reports/latency_gate.py); error: threshold and floor
+    name: Literal["latency", "device", "error"]
     axis_label: str
     detail: Callable[[float], str]  # a diff row
     brief: Callable[[float], str]  # a cell of the `report` table
@@ -69,6 +71,7 @@ class Kind:
 
 LATENCY = Kind("latency", "median time per call", lambda v: fmt.duration(v, fmt.DETAIL),
                lambda v: fmt.duration(v, fmt.BRIEF), lambda v: fmt.duration(v, fmt.AXIS))
+DEVICE = Kind("device", "device time per call", LATENCY.detail, LATENCY.brief, LATENCY.axis)
 ERROR = Kind("error", "max |y − ref| / max |ref|", fmt.error,
              lambda v: fmt.error(v, 1, short_zero=False), fmt.axis_error)
 
@@ -86,7 +89,14 @@ class PointMetric(_Field):
     dist: Optional[str] = None  # path of the distribution kept beside it (latencies)
     plot: bool = False  # drawn in a panel of its own
     summary: Optional[str] = None  # the `report` column it feeds: the worst value of that column's metrics
+    # Device time: the event-median metric it stands beside (a diff gates one or the other, never both).
+    event_metric: Optional[str] = None
     exact = False
+
+    @property
+    def timed(self) -> bool:
+        """A time (events or device): compared only between runs on the same kind of device."""
+        return self.kind is LATENCY or self.kind is DEVICE
 
     def distribution(self, point: AccuracyLatency) -> Optional[Distribution]:
         found = lookup(point, self.dist) if self.dist else None
@@ -107,6 +117,8 @@ POINT_METRICS: tuple[PointMetric, ...] = (
     PointMetric("fwd_us", LATENCY, "Forward latency", dist="fwd_us_dist", plot=True),
     PointMetric("fwd_bwd_us", LATENCY, "Forward + backward latency", dist="fwd_bwd_us_dist", plot=True,
                 summary="fwd+bwd"),
+    PointMetric("device_time.fwd_us", DEVICE, "Forward device time", event_metric="fwd_us"),
+    PointMetric("device_time.fwd_bwd_us", DEVICE, "Forward + backward device time", event_metric="fwd_bwd_us"),
 )
 
 

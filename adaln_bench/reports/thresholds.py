@@ -24,6 +24,9 @@ class Thresholds:
     # T = 1 is exactly 0.0) would otherwise turn a change in the eighth digit into an infinite ratio.
     # 1e-5 is far below the bf16 output's own rounding (2**-8 ≈ 3.9e-3) and above fp32 accumulation noise.
     accuracy_floor: float = 1e-5
+    # Significance a device-time change needs besides the threshold (Mann-Whitney U, reports/stats.py):
+    # asv's 0.002, so that one run of false alarms in a nightly is rare across its ~60 latency rows.
+    latency_alpha: float = 0.002
 
 
 # The keys a thresholds file may hold, and the field each sets.
@@ -31,6 +34,7 @@ FILE_KEYS = {
     "latency_threshold": "latency",
     "accuracy_threshold": "accuracy",
     "accuracy_floor": "accuracy_floor",
+    "latency_alpha": "latency_alpha",
 }
 
 
@@ -60,16 +64,21 @@ def resolve_thresholds(
     latency: Optional[float] = None,
     accuracy: Optional[float] = None,
     accuracy_floor: Optional[float] = None,
+    latency_alpha: Optional[float] = None,
 ) -> Thresholds:
     """Defaults, overridden by the file, overridden by the options that were given."""
     result = Thresholds()
     if file is not None:
         result = replace(result, **load_thresholds_file(file))
-    given = {"latency": latency, "accuracy": accuracy, "accuracy_floor": accuracy_floor}
+    given = {"latency": latency, "accuracy": accuracy, "accuracy_floor": accuracy_floor,
+             "latency_alpha": latency_alpha}
     option_names = {"latency": "--latency-threshold", "accuracy": "--accuracy-threshold",
-                    "accuracy_floor": "--accuracy-floor"}
+                    "accuracy_floor": "--accuracy-floor", "latency_alpha": "--latency-alpha"}
     overrides = {k: _check_value(option_names[k], v) for k, v in given.items() if v is not None}
-    return replace(result, **overrides)
+    result = replace(result, **overrides)
+    if not 0 < result.latency_alpha < 1:
+        raise UserError(f"latency_alpha must be between 0 and 1, not {result.latency_alpha!r}")
+    return result
 
 
 def thresholds_as_dict(thresholds: Thresholds) -> dict[str, float]:
