@@ -15,6 +15,7 @@ import torch
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness.accuracy import measure_accuracy
+from adaln_bench.harness.device_time import device_time_point
 from adaln_bench.harness.fingerprint import fingerprint
 from adaln_bench.harness.inputs import Params, make_temb
 from adaln_bench.harness.probes import probe_batch_invariance
@@ -95,4 +96,12 @@ def measure_point(impl: Implementation, params: Params, shape: Shape, device: to
 
         fb, _ = time_call(step, device)
         entry.fwd_bwd_us, entry.fwd_bwd_us_dist = fb.median, fb
+    else:
+        step = None
+    try:  # after the event figures, which stay RL-Kernel's (docs/spec.md#6-latency); None on a CPU
+        timed = device_time_point(forward, step, device)
+        if timed is not None:
+            entry.device_time = timed
+    except Exception as exc:  # noqa: BLE001 - a candidate that cannot be timed so keeps its other results
+        entry.device_time_error = f"{type(exc).__name__}: {exc}"
     return entry

@@ -145,8 +145,9 @@ class AccuracyLatency(_Model):
     fwd_us_dist: Optional[Distribution] = None
     fwd_bwd_us_dist: Optional[Distribution] = None
     clock: Optional[Literal["cuda_event", "monotonic"]] = None
-    # Added here: device time without host noise (CUDA only).
+    # Added here: device time without host noise (CUDA only), or why it could not be taken.
     device_time: Optional[DeviceTime] = None
+    device_time_error: Optional[str] = None
 
 
 # --- results ----------------------------------------------------------------------------------------
