@@ -21,7 +21,8 @@ CPU = torch.device("cpu")
 SHAPE = PRESETS["tiny"]
 # Smaller than the quick plan, so that the probes take a second on the CPU.
 PLAN = P.ProbePlan(all_rows_sizes=(6,), seeds=(3,), sub_batch_seeds=(3,), full_batch=16, sub_batch_sizes=(1, 7),
-                   accuracy_sizes=(1, 3), quick=True)
+                   accuracy_sizes=(1, 3), quick=True,
+                   random_rows=P.RandomRowsPlan(rng_seed=1, data_seed=6, pool=16, rows_per_size=2))
 QUICK_T = [str(t) for t in PLAN.accuracy_sizes]
 
 
