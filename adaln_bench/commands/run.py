@@ -57,6 +57,16 @@ def _choose_modes(names: list[str], modes_file: Optional[str]):
     return [known[n] for n in dict.fromkeys(names)]
 
 
+def _check_environments(modes) -> None:
+    """Every chosen mode's environment, before the first child starts."""
+    from adaln_bench.modes.registry import env_problem
+
+    for m in modes:
+        problem = env_problem(m.name, m.env)
+        if problem is not None:
+            raise UserError(problem)
+
+
 def _choose_candidates(names: list[str], modes) -> dict[str, list[str]]:
     """Candidates per mode: those named (in every chosen mode), else each candidate's default modes."""
     from adaln_bench.kernels import registry
@@ -100,9 +110,12 @@ def run_command(
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    strict: bool = typer.Option(False, "--strict", help="Exit non-zero (3) also when a pair is unavailable here."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
     from adaln_bench.commands.progress import RunProgress
+    from adaln_bench.harness import exit_status
+    from adaln_bench.harness.exit_status import run_exit
     from adaln_bench.harness.assemble import assemble_report, shape_model
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
     from adaln_bench.reports.io import check_writable, write_report
@@ -116,6 +129,7 @@ def run_command(
     slots = _parse_gpus(gpus, run_device)
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
+    _check_environments(modes)
     per_mode = _choose_candidates(candidate, modes)
     out_path = check_writable(out or default_out_path(run_device, quick))
 
@@ -148,7 +162,11 @@ def run_command(
     if not quiet:
         print_summary(report)
     print(f"report: {out_path}", file=sys.stderr if quiet else sys.stdout)
+    code, why = run_exit(report, strict, exit_status.INTERRUPTED if interrupted else None)
     if interrupted:
         print("adaln-bench: interrupted; the report holds the finished modes and is marked incomplete",
               file=sys.stderr)
-        raise typer.Exit(130)
+    elif why:
+        print(f"adaln-bench: {why} (exit {code})", file=sys.stderr)
+    if code:
+        raise typer.Exit(code)

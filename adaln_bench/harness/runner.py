@@ -100,13 +100,20 @@ class ModeRunner:
         self._running: dict[str, _ChildProcess] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
         self.workdir = Path(tempfile.mkdtemp(prefix="adaln-bench-"))
 
     def __enter__(self) -> "ModeRunner":
         return self
 
     def __exit__(self, *exc) -> None:
-        """The children's spec, result and stderr files: what matters of them is in the report by now."""
+        """The children's spec, result and stderr files: what matters of them is in the report by now.
+
+        Workers still running (the run was stopped) are stopped and waited for first, so that none writes
+        into the directory after it is gone."""
+        if any(t.is_alive() for t in self._threads):
+            self.stop_all()
+            self.join_workers()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- one mode -------------------------------------------------------------------------------
@@ -119,6 +126,8 @@ class ModeRunner:
         spec = ChildSpec(mode=name, modes_file=self.options.modes_file, megatron_src=self.options.megatron_src,
                          candidates=job.candidates, device=self.options.device, shape=self.options.shape,
                          quick=self.options.quick, result_path=str(result_path), check_only=self.options.check_only)
+        if self._stopping.is_set():  # before touching the work directory, which may be going away
+            return self._not_started(job)
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
@@ -126,10 +135,10 @@ class ModeRunner:
         env["PYTHONUNBUFFERED"] = "1"
         argv = [sys.executable, "-m", "adaln_bench.harness.child", str(spec_path)]
         started = time.monotonic()
-        if self._stopping.is_set():
-            return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, gpu)
-        child = _ChildProcess(argv, env, stderr_path)
-        with self._lock:
+        with self._lock:  # stop_all() sets the flag under this lock: no child starts after it has run
+            if self._stopping.is_set():
+                return self._not_started(job)
+            child = _ChildProcess(argv, env, stderr_path)
             self._running[name] = child
         reader = threading.Thread(target=self._read_progress, args=(name, child), daemon=True)
         reader.start()
@@ -191,7 +200,10 @@ class ModeRunner:
     # -- many modes ------------------------------------------------------------------------------
 
     def run_all(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> None:
-        """Run every job; one worker thread per GPU slot pulls from a shared queue."""
+        """Run every job; one worker thread per GPU slot pulls from a shared queue.
+
+        Every job gets exactly one outcome, also when the run is stopped or a worker raises.
+        """
         todo: "queue.Queue[ModeJob]" = queue.Queue()
         for job in jobs:
             todo.put(job)
@@ -202,28 +214,47 @@ class ModeRunner:
                     job = todo.get_nowait()
                 except queue.Empty:
                     return
-                on_done(job.mode.name, self.run_one(job, gpu))
+                on_done(job.mode.name, self._run_guarded(job, gpu))
 
-        threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
-        for t in threads:
+        self._threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
+        for t in self._threads:
             t.start()
         try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
+            while any(t.is_alive() for t in self._threads):
+                for t in self._threads:
                     t.join(timeout=0.2)
         except KeyboardInterrupt:
             self.stop_all()
-            for t in threads:
-                t.join(timeout=30)
-            while not todo.empty():
-                job = todo.get_nowait()
-                on_done(job.mode.name, self._outcome(job, "interrupted", "not started: the run was interrupted",
-                                                     None, None, None, None))
+            self.join_workers()
             raise
+        finally:
+            while True:  # jobs no worker took before they stopped
+                try:
+                    job = todo.get_nowait()
+                except queue.Empty:
+                    break
+                on_done(job.mode.name, self._not_started(job))
+
+    def _run_guarded(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
+        """A failure in this process (starting the child, reading its files) is that mode's `failed`, with the
+        message, never a thread traceback and a mode missing from the report."""
+        try:
+            return self.run_one(job, gpu)
+        except Exception as exc:
+            return self._outcome(job, "failed", f"{type(exc).__name__}: {exc}", None, None, None, gpu)
+
+    def _not_started(self, job: ModeJob) -> ModeOutcome:
+        return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, None)
+
+    def join_workers(self, timeout: float = 60) -> None:
+        """Wait for the worker threads; their children are stopped already, so this is quick."""
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def stop_all(self) -> None:
-        self._stopping.set()
         with self._lock:
+            self._stopping.set()
             running = list(self._running.values())
         for child in running:
             child.stop()

@@ -106,3 +106,16 @@ def all_modes(extra_file: Optional[str] = None) -> dict[str, Mode]:
 def framework_modes() -> list[str]:
     """The modes of the reference report, in its order: what a bare `adaln-bench run` runs."""
     return [m.name for m in all_modes().values() if m.kind in ("baseline", "framework")]
+
+
+def env_problem(name: str, env: Mapping[str, object]) -> Optional[str]:
+    """Why a mode's environment cannot be given to a child process, or None: checked before any child starts,
+    so that a bad entry is one line, not a failure in the middle of the run."""
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            return f"mode {name!r}: environment variable name {key!r} is not valid (empty, or holds '=' or NUL)"
+        if not isinstance(value, str):
+            return f"mode {name!r}: environment variable {key} must be a string, not {type(value).__name__} {value!r}"
+        if "\0" in value:
+            return f"mode {name!r}: environment variable {key} holds a NUL character"
+    return None
