@@ -118,6 +118,7 @@ def run_command(
     from adaln_bench.harness.exit_status import run_exit
     from adaln_bench.harness.assemble import assemble_report, shape_model
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
+    from adaln_bench.harness.stop_signals import StopSignals
     from adaln_bench.reports.io import check_writable, write_report
     from adaln_bench.reports.render import print_summary
 
@@ -147,24 +148,34 @@ def run_command(
     outcomes: dict[str, ModeOutcome] = {}
     started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
     interrupted = False
-    with RunProgress(jobs, disabled=quiet) as progress, ModeRunner(options, slots, progress.update) as runner:
+    with StopSignals() as stops:
+        with RunProgress(jobs, disabled=quiet) as progress, \
+                ModeRunner(options, slots, progress.update) as runner:
 
-        def done(name: str, outcome: ModeOutcome) -> None:
-            outcomes[name] = outcome
-            progress.finish(name, outcome.run.status)
+            def done(name: str, outcome: ModeOutcome) -> None:
+                outcomes[name] = outcome
+                progress.finish(name, outcome.run.status)
 
-        try:
-            runner.run_all(jobs, done)
-        except KeyboardInterrupt:
-            interrupted = True
-    report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0)
-    write_report(report, out_path)
-    if not quiet:
-        print_summary(report)
-    print(f"report: {out_path}", file=sys.stderr if quiet else sys.stdout)
-    code, why = run_exit(report, strict, exit_status.INTERRUPTED if interrupted else None)
-    if interrupted:
-        print("adaln-bench: interrupted; the report holds the finished modes and is marked incomplete",
+            try:
+                with stops.raising():
+                    runner.run_all(jobs, done)
+            except KeyboardInterrupt:
+                interrupted = True
+        for job in jobs:  # every requested mode appears, also one no worker reached
+            outcomes.setdefault(job.mode.name, runner.not_started(job))
+        report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0)
+        write_report(report, out_path)
+        if not quiet:
+            print_summary(report)
+        print(f"report: {out_path}", file=sys.stderr if quiet else sys.stdout)
+    signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
+    code, why = run_exit(report, strict, signal_code)
+    if signal_code is not None and not interrupted:
+        print(f"adaln-bench: {stops.name} arrived after the last mode had finished; the report is complete",
+              file=sys.stderr)
+    elif signal_code is not None:
+        what = f"stopped by {stops.name}" if stops.name else "interrupted"
+        print(f"adaln-bench: {what}; the report holds the finished modes and is marked incomplete",
               file=sys.stderr)
     elif why:
         print(f"adaln-bench: {why} (exit {code})", file=sys.stderr)

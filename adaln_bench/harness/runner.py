@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -127,7 +128,7 @@ class ModeRunner:
                          candidates=job.candidates, device=self.options.device, shape=self.options.shape,
                          quick=self.options.quick, result_path=str(result_path), check_only=self.options.check_only)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
-            return self._not_started(job)
+            return self.not_started(job)
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
@@ -137,7 +138,7 @@ class ModeRunner:
         started = time.monotonic()
         with self._lock:  # stop_all() sets the flag under this lock: no child starts after it has run
             if self._stopping.is_set():
-                return self._not_started(job)
+                return self.not_started(job)
             child = _ChildProcess(argv, env, stderr_path)
             self._running[name] = child
         reader = threading.Thread(target=self._read_progress, args=(name, child), daemon=True)
@@ -164,6 +165,11 @@ class ModeRunner:
                                  result, wall, code, gpu, tail)
         if code != 0 or result is None or not result.complete:
             why = _describe_exit(code) if code != 0 else "exited without a complete result file"
+            # An uncaught exception (an allocation failure, say) ends the child's stderr: show its one line, not
+            # only the JSON's tail. A child killed by a signal printed no such line of its own.
+            cause = last_error_line(tail) if code is not None and code > 0 else None
+            if cause:
+                why = f"{why}: {cause}"
             return self._outcome(job, "crashed", why, result, wall, code, gpu, tail)
         if result.status == "unavailable":
             return self._outcome(job, "unavailable", result.reason, result, wall, code, gpu, tail)
@@ -233,7 +239,7 @@ class ModeRunner:
                     job = todo.get_nowait()
                 except queue.Empty:
                     break
-                on_done(job.mode.name, self._not_started(job))
+                on_done(job.mode.name, self.not_started(job))
 
     def _run_guarded(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
         """A failure in this process (starting the child, reading its files) is that mode's `failed`, with the
@@ -243,7 +249,8 @@ class ModeRunner:
         except Exception as exc:
             return self._outcome(job, "failed", f"{type(exc).__name__}: {exc}", None, None, None, gpu)
 
-    def _not_started(self, job: ModeJob) -> ModeOutcome:
+    def not_started(self, job: ModeJob) -> ModeOutcome:
+        """The outcome of a mode that never ran because the run was stopped first."""
         return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, None)
 
     def join_workers(self, timeout: float = 60) -> None:
@@ -260,12 +267,27 @@ class ModeRunner:
             child.stop()
 
 
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: .*)?$")
+CAUSE_CHARS = 300
+
+
+def last_error_line(stderr_tail: str) -> Optional[str]:
+    """The last `SomeError: message` line of a child's stderr (what a Python traceback ends with), shortened."""
+    for line in reversed(stderr_tail.splitlines()):
+        line = line.strip()
+        if _ERROR_LINE.match(line):
+            return line if len(line) <= CAUSE_CHARS else line[: CAUSE_CHARS - 1] + "…"
+    return None
+
+
 def _describe_exit(code: Optional[int]) -> str:
     if code is None:
         return "did not exit"
     if code < 0:
         try:
-            return f"killed by signal {signal.Signals(-code).name}"
+            name = signal.Signals(-code).name
+            # Outside a timeout (reported as such), a SIGKILL is most often the kernel's out-of-memory killer.
+            return f"killed by signal {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
