@@ -40,7 +40,7 @@ def test_sigterm_writes_an_incomplete_report_exits_143_and_leaves_no_work_direct
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143, stderr
-    assert "stopped by SIGTERM" in stderr and "Traceback" not in stderr
+    assert "interrupted (SIGTERM)" in stderr and "Traceback" not in stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["incomplete"] is True
     assert report["modes"]["plain"]["status"] == "ok"

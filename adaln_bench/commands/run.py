@@ -174,7 +174,7 @@ def run_command(
         print(f"adaln-bench: {stops.name} arrived after the last mode had finished; the report is complete",
               file=sys.stderr)
     elif signal_code is not None:
-        what = f"stopped by {stops.name}" if stops.name else "interrupted"
+        what = f"interrupted ({stops.name})" if stops.name else "interrupted"
         print(f"adaln-bench: {what}; the report holds the finished modes and is marked incomplete",
               file=sys.stderr)
     elif why:
