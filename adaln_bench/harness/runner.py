@@ -141,6 +141,7 @@ class ModeRunner:
                 return self.not_started(job)
             child = _ChildProcess(argv, env, stderr_path)
             self._running[name] = child
+        self.on_progress(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
         reader = threading.Thread(target=self._read_progress, args=(name, child), daemon=True)
         reader.start()
         timed_out = False
