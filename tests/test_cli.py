@@ -72,6 +72,8 @@ def test_report_markdown(reference_path):
     (("run", *TINY, "--preset", "huge"), "unknown preset 'huge'"),
     (("run", "--device", "cuda", "--quick"), "no CUDA device"),
     (("run", *TINY, "--timeout", "-1"), "--timeout must be a positive"),
+    (("run", *TINY, "--timeout", "nan"), "--timeout must be a positive"),
+    (("run", *TINY, "--timeout", "inf"), "--timeout must be a positive"),
     (("run", *TINY, "--candidate", "no_such_module_xyz:fn"), "is not importable"),
     (("report", "/nonexistent/report.json"), "no such file"),
     (("run", "--bogus"), "No such option: --bogus"),

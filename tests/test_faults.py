@@ -75,7 +75,7 @@ def _limit_address_space() -> None:
 def test_an_allocation_failure_shows_its_cause_in_the_summary(tmp_path):
     out = tmp_path / "r.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
-    proc = subprocess.run([sys.executable, "-m", "adaln_bench", "run", "--device", "cpu", "--quick",
+    proc = subprocess.run([sys.executable, "-m", "adaln_bench", "run", "--device", "cpu", "--quick", "--yes",
                            "--dim", "65536", "--hidden", "43690", "--modalities", "1", "--mode", "plain",
                            "--candidate", "diffusers", "--out", str(out)],
                           env=env, capture_output=True, text=True, timeout=300, preexec_fn=_limit_address_space)

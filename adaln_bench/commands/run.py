@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import sys
 import time
 from pathlib import Path
@@ -84,6 +85,24 @@ def _choose_candidates(names: list[str], modes) -> dict[str, list[str]]:
             for m in modes}
 
 
+def _check_cpu_cost(shape: Shape, quick: bool, yes: bool) -> None:
+    """A shape that would take hours on the CPU runs only with --yes; otherwise one line says why not."""
+    from adaln_bench.harness import plan as P
+    from adaln_bench.harness.cpu_estimate import (
+        CPU_LIMIT_S, describe_seconds, estimate_seconds, needs_estimate)
+
+    if not needs_estimate(shape):
+        return
+    seconds = estimate_seconds(shape, P.QUICK if quick else P.FULL)
+    if seconds <= CPU_LIMIT_S:
+        return
+    what = f"{shape.describe()}{' --quick' if quick else ''} on the CPU: about {describe_seconds(seconds)} " \
+           "per measured (mode, candidate) pair (estimated here)"
+    if not yes:
+        raise UserError(f"{what}; pass --yes to run it anyway, or use a smaller --preset or a GPU")
+    print(f"adaln-bench: warning: {what}; running it because of --yes", file=sys.stderr)
+
+
 def default_out_path(device: str, quick: bool) -> Path:
     from adaln_bench.harness.environment import gpu_slug, tool_git_state
 
@@ -105,12 +124,13 @@ def run_command(
     hidden: Optional[int] = typer.Option(None, help="H, the hidden size."),
     modalities: Optional[int] = typer.Option(None, help="M, the number of modalities (N = 6·M·H)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report path; default results/<device>/…"),
-    timeout: Optional[float] = typer.Option(None, help="Seconds one mode may take before its child is stopped."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds one mode may take before its child is stopped (a positive, finite number)."),
     gpus: Optional[str] = typer.Option(None, help="Comma-separated GPU indices: modes run concurrently, one child per GPU."),
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     strict: bool = typer.Option(False, "--strict", help="Exit non-zero (3) also when a pair is unavailable here."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Run a shape estimated to take hours on the CPU anyway."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
     from adaln_bench.commands.progress import RunProgress
@@ -122,7 +142,7 @@ def run_command(
     from adaln_bench.reports.io import check_writable, write_report
     from adaln_bench.reports.render import print_summary
 
-    if timeout is not None and timeout <= 0:
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise UserError("--timeout must be a positive number of seconds")
     if megatron_src is not None and not megatron_src.is_dir():
         raise UserError(f"--megatron-src {megatron_src}: not a directory")
@@ -133,6 +153,10 @@ def run_command(
     _check_environments(modes)
     per_mode = _choose_candidates(candidate, modes)
     out_path = check_writable(out or default_out_path(run_device, quick))
+    if run_device == "cpu":
+        _check_cpu_cost(shape, quick, yes)
+    # CUDA-only recipes (cuBLAS settings) mean nothing on the CPU: skipped there unless named with --mode.
+    skipped = [m for m in modes if m.cuda_only and run_device != "cuda" and m.name not in mode]
 
     if run_device == "cpu" and device == "auto":
         print(f"adaln-bench: no CUDA device here: running on the CPU with the {shape.describe()} shape "
@@ -144,8 +168,16 @@ def run_command(
     options = ChildOptions(device=run_device, shape=shape_model(shape), quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None)
-    jobs = [ModeJob(m, per_mode[m.name]) for m in modes]
+    skipped_names = {m.name for m in skipped}
+    jobs = [ModeJob(m, per_mode[m.name]) for m in modes if m.name not in skipped_names]
     outcomes: dict[str, ModeOutcome] = {}
+    if skipped and not quiet:
+        print(f"adaln-bench: not applicable on {run_device}, skipped: {', '.join(m.name for m in skipped)}",
+              file=sys.stderr)
+    for m in modes:
+        if m.cuda_only and run_device != "cuda" and m.name not in skipped_names:
+            print(f"adaln-bench: note: {m.name} only means something on CUDA; run on the {run_device} because "
+                  "--mode named it", file=sys.stderr)
     started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
     interrupted = False
     with StopSignals() as stops:
@@ -163,6 +195,8 @@ def run_command(
                 interrupted = True
         for job in jobs:  # every requested mode appears, also one no worker reached
             outcomes.setdefault(job.mode.name, runner.not_started(job))
+        for m in skipped:
+            outcomes[m.name] = runner.not_applicable(ModeJob(m, per_mode[m.name]))
         report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0)
         write_report(report, out_path)
         if not quiet:

@@ -29,6 +29,7 @@ from adaln_bench.modes.registry import Mode
 from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun, Shape
 
 STDERR_TAIL_CHARS = 4000
+CPU_THREADS = "1"
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,11 @@ class ModeRunner:
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         env["PYTHONUNBUFFERED"] = "1"
+        if self.options.device == "cpu":
+            # One torch thread unless the user set one: the CPU shapes are small, so thread hand-offs cost more
+            # than they give, and on a shared machine threads fighting for the cores made the small plain mode
+            # take 5 min instead of 20 s. The child records the count (environment.cpu_threads).
+            env.setdefault("OMP_NUM_THREADS", CPU_THREADS)
         argv = [sys.executable, "-m", "adaln_bench.harness.child", str(spec_path)]
         started = time.monotonic()
         with self._lock:  # stop_all() sets the flag under this lock: no child starts after it has run
@@ -253,6 +259,10 @@ class ModeRunner:
     def not_started(self, job: ModeJob) -> ModeOutcome:
         """The outcome of a mode that never ran because the run was stopped first."""
         return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, None)
+
+    def not_applicable(self, job: ModeJob) -> ModeOutcome:
+        """The outcome of a mode that means nothing on this device (a cuBLAS recipe on the CPU): never started."""
+        return self._outcome(job, "unavailable", f"not applicable on {self.options.device}", None, None, None, None)
 
     def join_workers(self, timeout: float = 60) -> None:
         """Wait for the worker threads; their children are stopped already, so this is quick."""

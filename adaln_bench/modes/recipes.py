@@ -32,6 +32,7 @@ CUBLASLT_WS1 = register(
             bf16_reduced_precision_reduction=False,
             fp16_reduced_precision_reduction=False,
         ),
+        cuda_only=True,
     )
 )
 

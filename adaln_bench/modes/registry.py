@@ -58,6 +58,8 @@ class Mode:
     # Runs in the child after `import torch`; raises when the mode cannot be switched on.
     enable: Optional[Callable[[ModeOptions], Switch]] = None
     torch_settings: Optional[TorchSettings] = None
+    # Only means something on CUDA (a cuBLAS setting): skipped on the CPU unless named with --mode.
+    cuda_only: bool = False
 
 
 _MODULES = (

@@ -143,6 +143,7 @@ class Environment(_Model):
     device: Optional[str] = None
     hostname: Optional[str] = None
     platform: Optional[str] = None
+    cpu_threads: Optional[int] = None  # torch's intra-op threads in a CPU run's children
 
 
 class ModeObservation(_Model):
