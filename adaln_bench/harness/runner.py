@@ -180,13 +180,13 @@ class ModeRunner:
             return self._outcome(job, "crashed", why, result, wall, code, gpu, tail)
         if result.status == "unavailable":
             return self._outcome(job, "unavailable", result.reason, result, wall, code, gpu, tail)
-        return self._outcome(job, "ok", None, result, wall, code, gpu)
+        return self._outcome(job, "ok", None, result, wall, code, gpu, tail)
 
     def _outcome(self, job: ModeJob, status: str, reason: Optional[str], result: Optional[ChildResult],
                  wall: Optional[float], code: Optional[int], gpu: Optional[int], tail: Optional[str] = None) -> ModeOutcome:
         run = ModeRun(status=status, reason=reason, wall_s=wall, gpu_index=gpu,
                       observed=result.observed if result else None,
-                      stderr_tail=tail if status != "ok" else None, returncode=code)
+                      stderr_tail=tail or None, returncode=code)  # kept on success too: a warning is news
         entries: dict[str, CandidateEntry] = dict(result.candidates) if result else {}
         # Candidates the child never finished get an entry that says why, so nothing disappears silently.
         from adaln_bench.kernels.registry import get

@@ -106,7 +106,8 @@ def header(report: Report) -> str:
     shape = f", shape D={report.shape.dim} H={report.shape.hidden} M={report.shape.modalities}" if report.shape else ""
     quick = ", QUICK (smoke test)" if report.quick else ""
     incomplete = ", INCOMPLETE" if report.incomplete else ""
-    return f"{report.op} on {where}, torch {env.torch}, CUDA {env.cuda}{shape}{quick}{incomplete}"
+    cuda = f"CUDA {env.cuda}" if env.cuda else "no CUDA"
+    return f"{report.op} on {where}, torch {env.torch}, {cuda}{shape}{quick}{incomplete}"
 
 
 def wide_console() -> Console:
