@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> None:
         print("adaln-bench: interrupted", file=sys.stderr)
         sys.exit(130)
     except _CLICK_USAGE as exc:  # a usage mistake (unknown option, missing argument) is the user's too
-        print(f"adaln-bench: {exc.format_message()}", file=sys.stderr)
+        message = exc.format_message()
+        if message:  # a bare `adaln-bench` has printed its help already and has nothing to add
+            print(f"adaln-bench: {message}", file=sys.stderr)
         sys.exit(2)
     except _CLICK_OTHER as exc:
         exc.show()

@@ -34,10 +34,10 @@ class FakeLibrary:
     def dtemb_scratch_bytes(self, t, d, n):
         return 32 * t
 
-    def forward(self, temb, w, b, act, y, t, d, n, ws, ws_bytes, stream):
+    def forward(self, temb, w, b, act, y, t, d, n, ws, ws_bytes, device, stream):
         self.calls.append(("forward", y is not None, t, d, n, ws_bytes))
 
-    def backward(self, dy, w, temb, act, dtemb, dw, db, t, d, n, scratch, scratch_bytes, stream):
+    def backward(self, dy, w, temb, act, dtemb, dw, db, t, d, n, scratch, scratch_bytes, device, stream):
         self.calls.append(("backward", dtemb is not None, dw is not None, db is not None, t, d, n, scratch_bytes))
 
 

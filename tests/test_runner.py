@@ -29,7 +29,8 @@ def _run(tmp_path, candidate, *extra, env=None, with_baseline=True):
 
 def test_crash_keeps_finished_candidates_and_other_modes(tmp_path):
     proc, report = _run(tmp_path, "crash")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # a pair crashed, others were measured
+    assert "1 of 4 pair(s) crashed, failed or timed out: plain/fixture_candidates:crash" in proc.stderr
     plain = report["modes"]["plain"]
     assert plain["status"] == "crashed" and plain["reason"] == "killed by signal SIGSEGV"
     assert plain["returncode"] == -signal.SIGSEGV
@@ -44,7 +45,7 @@ def test_crash_keeps_finished_candidates_and_other_modes(tmp_path):
 def test_hang_past_timeout(tmp_path):
     # The limit applies to every mode: generous enough that the healthy mode finishes on a loaded 2-core machine.
     proc, report = _run(tmp_path, "hang", "--timeout", "45", with_baseline=False)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     plain = report["modes"]["plain"]
     assert plain["status"] == "timeout" and "--timeout 45" in plain["reason"]
     assert 45 <= plain["wall_s"] < 75
@@ -54,7 +55,7 @@ def test_hang_past_timeout(tmp_path):
 
 def test_failing_candidate_is_failed_not_crashed(tmp_path):
     proc, report = _run(tmp_path, "raises")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     assert report["modes"]["plain"]["status"] == "ok"
     entry = report["results"]["plain"]["fixture_candidates:raises"]
     assert entry["status"] == "failed"

@@ -1,22 +1,88 @@
-"""The live progress display of `adaln-bench run`: one bar per mode, fed by its child's progress lines."""
+"""The progress of `adaln-bench run`, fed by the children's progress lines.
+
+On a terminal: one live bar per mode, with a clock that keeps moving in every phase (rich's own stops once
+the probe count is complete, which is before accuracy and latency) and an ETA while the probes run. In a
+log (stderr not a terminal): one plain line per phase per mode, with the elapsed time, so that a CI log
+shows where a long run is instead of nothing until the end.
+"""
 from __future__ import annotations
 
+import sys
 import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
+from rich.text import Text
+
+PROBE_PHASE = "batch invariance"
+
+
+def clock(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "-:--:--"
+    s = int(max(seconds, 0))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class ModeState:
+    """Where one mode is, on the parent's monotonic clock."""
+
+    now: Callable[[], float]
+    started: Optional[float] = None
+    ended: Optional[float] = None
+    phase: Optional[str] = None
+    phase_started: Optional[float] = None
+    phase_done0: int = 0
+    done: int = 0
+    total: int = 0
+
+    def elapsed(self) -> Optional[float]:
+        if self.started is None:
+            return None
+        return (self.ended if self.ended is not None else self.now()) - self.started
+
+    def eta(self) -> Optional[float]:
+        """Seconds left in the probes, from their rate so far; None outside them or before a rate is known."""
+        if self.ended is not None or self.phase != PROBE_PHASE or not self.total or self.phase_started is None:
+            return None
+        made = self.done - self.phase_done0
+        spent = self.now() - self.phase_started
+        if made <= 0 or spent <= 0:
+            return None
+        return (self.total - self.done) * spent / made
+
+
+class _ClockColumn(ProgressColumn):
+    def render(self, task) -> Text:
+        return Text(clock(task.fields["state"].elapsed()), style="progress.elapsed")
+
+
+class _EtaColumn(ProgressColumn):
+    def render(self, task) -> Text:
+        eta = task.fields["state"].eta()
+        return Text("" if eta is None else f"ETA {clock(eta)}", style="progress.remaining")
 
 
 class RunProgress:
-    def __init__(self, jobs, disabled: bool):
-        self.disabled = disabled
+    def __init__(self, jobs, disabled: bool, stream: Optional[TextIO] = None,
+                 now: Callable[[], float] = time.monotonic):
+        self.stream = stream or sys.stderr
+        self.now = now
+        self._t0 = now()
         self._lock = threading.Lock()
+        self._states = {job.mode.name: ModeState(now) for job in jobs}
+        self.live = not disabled and self.stream.isatty()
+        self.lines = not disabled and not self.live
         self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), disable=disabled, transient=False,
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _ClockColumn(), _EtaColumn(),
+            console=Console(file=self.stream), disable=not self.live, transient=False,
         )
-        self._tasks = {job.mode.name: self._progress.add_task(f"{job.mode.name}: waiting", total=None)
-                       for job in jobs}
+        self._tasks = {name: self._progress.add_task(f"{name}: waiting", total=None, state=state)
+                       for name, state in self._states.items()}
 
     def __enter__(self) -> "RunProgress":
         self._progress.__enter__()
@@ -25,17 +91,34 @@ class RunProgress:
     def __exit__(self, *exc) -> None:
         self._progress.__exit__(*exc)
 
+    def _line(self, text: str) -> None:
+        if self.lines:
+            print(f"[{clock(self.now() - self._t0)}] {text}", file=self.stream, flush=True)
+
     def update(self, mode: str, event: dict) -> None:
         phase = event.get("phase")
         with self._lock:
-            task = self._tasks[mode]
-            fields = {"completed": event.get("done", 0), "total": event.get("total") or None}
-            if phase:
+            state = self._states[mode]
+            if state.started is None:
+                state.started = self.now()
+                self._line(f"{mode}: started")
+            state.done, state.total = event.get("done", 0) or 0, event.get("total") or 0
+            fields = {"completed": state.done, "total": state.total or None}
+            if phase and phase != "starting":
+                state.phase, state.phase_started, state.phase_done0 = phase, self.now(), state.done
                 fields["description"] = f"{mode} · {event.get('candidate')} · {phase}"
-            self._progress.update(task, **fields)
+                self._line(f"{mode} · {event.get('candidate')} · {phase}")
+            elif phase == "starting":
+                fields["description"] = f"{mode}: starting"
+            self._progress.update(self._tasks[mode], **fields)
 
     def finish(self, mode: str, status: str) -> None:
         with self._lock:
+            state = self._states[mode]
+            state.ended = self.now()
+            if state.started is None:  # never ran (interrupted before it started)
+                state.started = state.ended
             task = self._tasks[mode]
             total = self._progress.tasks[task].total or 1
             self._progress.update(task, description=f"{mode}: {status}", completed=total, total=total)
+            self._line(f"{mode}: {status} after {clock(state.elapsed())}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import sys
 import time
 from pathlib import Path
@@ -45,6 +46,16 @@ def _choose_modes(names: list[str], modes_file: Optional[str]):
     return [known[n] for n in dict.fromkeys(names)]
 
 
+def _check_environments(modes) -> None:
+    """Every chosen mode's environment, before the first child starts."""
+    from adaln_bench.modes.registry import env_problem
+
+    for m in modes:
+        problem = env_problem(m.name, m.env)
+        if problem is not None:
+            raise UserError(problem)
+
+
 def _choose_candidates(names: list[str], modes) -> dict[str, list[str]]:
     """Candidates per mode: those named (in every chosen mode), else each candidate's default modes."""
     from adaln_bench.kernels import registry
@@ -60,6 +71,24 @@ def _choose_candidates(names: list[str], modes) -> dict[str, list[str]]:
     table = registry.all_candidates()
     return {m.name: [c.name for c in table.values() if c.default_modes is None or m.name in c.default_modes]
             for m in modes}
+
+
+def _check_cpu_cost(shape: Shape, quick: bool, yes: bool) -> None:
+    """A shape that would take hours on the CPU runs only with --yes; otherwise one line says why not."""
+    from adaln_bench.harness import plan as P
+    from adaln_bench.harness.cpu_estimate import (
+        CPU_LIMIT_S, describe_seconds, estimate_seconds, needs_estimate)
+
+    if not needs_estimate(shape):
+        return
+    seconds = estimate_seconds(shape, P.QUICK if quick else P.FULL)
+    if seconds <= CPU_LIMIT_S:
+        return
+    what = f"{shape.describe()}{' --quick' if quick else ''} on the CPU: about {describe_seconds(seconds)} " \
+           "per measured (mode, candidate) pair (estimated here)"
+    if not yes:
+        raise UserError(f"{what}; pass --yes to run it anyway, or use a smaller --preset or a GPU")
+    print(f"adaln-bench: warning: {what}; running it because of --yes", file=sys.stderr)
 
 
 def default_out_path(device: str, quick: bool) -> Path:
@@ -83,7 +112,7 @@ def run_command(
     hidden: Optional[int] = typer.Option(None, help="H, the hidden size."),
     modalities: Optional[int] = typer.Option(None, help="M, the number of modalities (N = 6·M·H)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report path; default results/<device>/…"),
-    timeout: Optional[float] = typer.Option(None, help="Seconds one mode may take before its child is stopped."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds one mode may take before its child is stopped (a positive, finite number)."),
     gpus: Optional[str] = typer.Option(None, help="Comma-separated GPU indices: modes run concurrently, one child per GPU."),
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
@@ -94,16 +123,21 @@ def run_command(
                                              help="TOML file whose [python] table maps modes to interpreters "
                                              "(written by `adaln-bench envs create`)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    strict: bool = typer.Option(False, "--strict", help="Exit non-zero (3) also when a pair is unavailable here."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Run a shape estimated to take hours on the CPU anyway."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
     from adaln_bench.commands.progress import RunProgress
     from adaln_bench.envs.file import choose_interpreters
+    from adaln_bench.harness import exit_status
     from adaln_bench.harness.assemble import assemble_report
+    from adaln_bench.harness.exit_status import run_exit
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
+    from adaln_bench.harness.stop_signals import StopSignals
     from adaln_bench.reports.io import check_writable, write_report
     from adaln_bench.reports.render import print_summary
 
-    if timeout is not None and timeout <= 0:
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise UserError("--timeout must be a positive number of seconds")
     if megatron_src is not None and not megatron_src.is_dir():
         raise UserError(f"--megatron-src {megatron_src}: not a directory")
@@ -111,9 +145,14 @@ def run_command(
     slots = _parse_gpus(gpus, run_device)
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
+    _check_environments(modes)
     per_mode = _choose_candidates(candidate, modes)
     interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
     out_path = check_writable(out or default_out_path(run_device, quick))
+    if run_device == "cpu":
+        _check_cpu_cost(shape, quick, yes)
+    # CUDA-only recipes (cuBLAS settings) mean nothing on the CPU: skipped there unless named with --mode.
+    skipped = [m for m in modes if m.cuda_only and run_device != "cuda" and m.name not in mode]
 
     if run_device == "cpu" and device == "auto":
         print(f"adaln-bench: no CUDA device here: running on the CPU with the {shape.describe()} shape "
@@ -125,27 +164,51 @@ def run_command(
     options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None)
-    jobs = [ModeJob(m, per_mode[m.name], interpreters.get(m.name)) for m in modes]
+    skipped_names = {m.name for m in skipped}
+    jobs = [ModeJob(m, per_mode[m.name], interpreters.get(m.name)) for m in modes if m.name not in skipped_names]
     outcomes: dict[str, ModeOutcome] = {}
+    if skipped and not quiet:
+        print(f"adaln-bench: not applicable on {run_device}, skipped: {', '.join(m.name for m in skipped)}",
+              file=sys.stderr)
+    for m in modes:
+        if m.cuda_only and run_device != "cuda" and m.name not in skipped_names:
+            print(f"adaln-bench: note: {m.name} only means something on CUDA; run on the {run_device} because "
+                  "--mode named it", file=sys.stderr)
     started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
     interrupted = False
-    with RunProgress(jobs, disabled=quiet) as progress, ModeRunner(options, slots, progress.update) as runner:
+    with StopSignals() as stops:
+        with RunProgress(jobs, disabled=quiet) as progress, \
+                ModeRunner(options, slots, progress.update) as runner:
 
-        def done(name: str, outcome: ModeOutcome) -> None:
-            outcomes[name] = outcome
-            progress.finish(name, outcome.run.status)
+            def done(name: str, outcome: ModeOutcome) -> None:
+                outcomes[name] = outcome
+                progress.finish(name, outcome.run.status)
 
-        try:
-            runner.run_all(jobs, done)
-        except KeyboardInterrupt:
-            interrupted = True
-    report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0,
-                             interpreters=interpreters)
-    write_report(report, out_path)
-    if not quiet:
-        print_summary(report)
-    print(f"report: {out_path}", file=sys.stderr if quiet else sys.stdout)
-    if interrupted:
-        print("adaln-bench: interrupted; the report holds the finished modes and is marked incomplete",
+            try:
+                with stops.raising():
+                    runner.run_all(jobs, done)
+            except KeyboardInterrupt:
+                interrupted = True
+        for job in jobs:  # every requested mode appears, also one no worker reached
+            outcomes.setdefault(job.mode.name, runner.not_started(job))
+        for m in skipped:
+            outcomes[m.name] = runner.not_applicable(ModeJob(m, per_mode[m.name]))
+        report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0,
+                                 interpreters=interpreters)
+        write_report(report, out_path)
+        if not quiet:
+            print_summary(report)
+        print(f"report: {out_path}", file=sys.stderr if quiet else sys.stdout)
+    signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
+    code, why = run_exit(report, strict, signal_code)
+    if signal_code is not None and not interrupted:
+        print(f"adaln-bench: {stops.name} arrived after the last mode had finished; the report is complete",
               file=sys.stderr)
-        raise typer.Exit(130)
+    elif signal_code is not None:
+        what = f"interrupted ({stops.name})" if stops.name else "interrupted"
+        print(f"adaln-bench: {what}; the report holds the finished modes and is marked incomplete",
+              file=sys.stderr)
+    elif why:
+        print(f"adaln-bench: {why} (exit {code})", file=sys.stderr)
+    if code:
+        raise typer.Exit(code)

@@ -115,4 +115,5 @@ def torch_environment(device: str) -> Environment:
         device=device,
         hostname=socket.gethostname(),
         platform=f"{platform.system()} {platform.machine()}",
+        cpu_threads=torch.get_num_threads() if device == "cpu" else None,
     )

@@ -9,6 +9,7 @@ import platform
 import sys
 from typing import TYPE_CHECKING, Optional
 
+from adaln_bench.envs.frameworks import FRAMEWORKS
 from adaln_bench.harness.environment import LIBRARIES, library_version
 from adaln_bench.modes.registry import Mode
 from adaln_bench.reports.schema import ModeEnvironment
@@ -21,7 +22,7 @@ def runtime_environment(mode: Mode) -> ModeEnvironment:
     """In the child, with torch imported: this interpreter and what it imports. Touches no GPU."""
     import torch
 
-    framework = mode.libraries[0] if mode.kind == "framework" and mode.libraries else None
+    framework = FRAMEWORKS[mode.framework].packages[0] if mode.framework else None  # its distribution
     version = library_version(LIBRARIES.get(framework, (framework,))) if framework else None
     return ModeEnvironment(interpreter=sys.executable, python=platform.python_version(), torch=torch.__version__,
                            cuda=torch.version.cuda, framework=framework, framework_version=version)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, Mod
 from adaln_bench.shape import Shape
 
 STDERR_TAIL_CHARS = 4000
+CPU_THREADS = "1"
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class ModeRunner:
         self._running: dict[str, _ChildProcess] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
         self.workdir = Path(tempfile.mkdtemp(prefix="adaln-bench-"))
         self.interpreter_checks = InterpreterChecks()
 
@@ -120,7 +123,13 @@ class ModeRunner:
         return self
 
     def __exit__(self, *exc) -> None:
-        """The children's spec, result and stderr files: what matters of them is in the report by now."""
+        """The children's spec, result and stderr files: what matters of them is in the report by now.
+
+        Workers still running (the run was stopped) are stopped and waited for first, so that none writes
+        into the directory after it is gone."""
+        if any(t.is_alive() for t in self._threads):
+            self.stop_all()
+            self.join_workers()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- one mode -------------------------------------------------------------------------------
@@ -131,23 +140,31 @@ class ModeRunner:
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
         spec = self.options.child_spec(name, job.candidates, result_path)
+        if self._stopping.is_set():  # before touching the work directory, which may be going away
+            return self.not_started(job)
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         env["PYTHONUNBUFFERED"] = "1"
+        if self.options.device == "cpu":
+            # One torch thread unless the user set one: the CPU shapes are small, so thread hand-offs cost more
+            # than they give, and on a shared machine threads fighting for the cores made the small plain mode
+            # take 5 min instead of 20 s. The child records the count (environment.cpu_threads).
+            env.setdefault("OMP_NUM_THREADS", CPU_THREADS)
         argv = [job.python or sys.executable, "-m", "adaln_bench.harness.child", str(spec_path)]
         started = time.monotonic()
-        if self._stopping.is_set():
-            return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, gpu)
         if not is_this_interpreter(job.python):
             # Another environment: it must import this very adaln_bench, or the mode does not run.
             mismatch = self.interpreter_checks.check(job.python, env)
             if mismatch is not None:
                 return self._outcome(job, "unavailable", mismatch, None, None, None, gpu)
-        child = _ChildProcess(argv, env, stderr_path)
-        with self._lock:
+        with self._lock:  # stop_all() sets the flag under this lock: no child starts after it has run
+            if self._stopping.is_set():
+                return self.not_started(job)
+            child = _ChildProcess(argv, env, stderr_path)
             self._running[name] = child
+        self.on_progress(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
         reader = threading.Thread(target=self._read_progress, args=(name, child), daemon=True)
         reader.start()
         timed_out = False
@@ -172,16 +189,21 @@ class ModeRunner:
                                  result, wall, code, gpu, tail)
         if code != 0 or result is None or not result.complete:
             why = describe_exit(code) if code != 0 else "exited without a complete result file"
+            # An uncaught exception (an allocation failure, say) ends the child's stderr: show its one line, not
+            # only the JSON's tail. A child killed by a signal printed no such line of its own.
+            cause = last_error_line(tail) if code is not None and code > 0 else None
+            if cause:
+                why = f"{why}: {cause}"
             return self._outcome(job, "crashed", why, result, wall, code, gpu, tail)
         if result.status == "unavailable":
             return self._outcome(job, "unavailable", result.reason, result, wall, code, gpu, tail)
-        return self._outcome(job, "ok", None, result, wall, code, gpu)
+        return self._outcome(job, "ok", None, result, wall, code, gpu, tail)
 
     def _outcome(self, job: ModeJob, status: str, reason: Optional[str], result: Optional[ChildResult],
                  wall: Optional[float], code: Optional[int], gpu: Optional[int], tail: Optional[str] = None) -> ModeOutcome:
         run = ModeRun(status=status, reason=reason, wall_s=wall, gpu_index=gpu,
                       observed=result.observed if result else None,
-                      stderr_tail=tail if status != "ok" else None, returncode=code)
+                      stderr_tail=tail or None, returncode=code)  # kept on success too: a warning is news
         entries: dict[str, CandidateEntry] = dict(result.candidates) if result else {}
         # Candidates the child never finished get an entry that says why, so nothing disappears silently.
         from adaln_bench.kernels.registry import get
@@ -208,7 +230,10 @@ class ModeRunner:
     # -- many modes ------------------------------------------------------------------------------
 
     def run_all(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> None:
-        """Run every job; one worker thread per GPU slot pulls from a shared queue."""
+        """Run every job; one worker thread per GPU slot pulls from a shared queue.
+
+        Every job gets exactly one outcome, also when the run is stopped or a worker raises.
+        """
         todo: "queue.Queue[ModeJob]" = queue.Queue()
         for job in jobs:
             todo.put(job)
@@ -219,31 +244,68 @@ class ModeRunner:
                     job = todo.get_nowait()
                 except queue.Empty:
                     return
-                on_done(job.mode.name, self.run_one(job, gpu))
+                on_done(job.mode.name, self._run_guarded(job, gpu))
 
-        threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
-        for t in threads:
+        self._threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
+        for t in self._threads:
             t.start()
         try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
+            while any(t.is_alive() for t in self._threads):
+                for t in self._threads:
                     t.join(timeout=0.2)
         except KeyboardInterrupt:
             self.stop_all()
-            for t in threads:
-                t.join(timeout=30)
-            while not todo.empty():
-                job = todo.get_nowait()
-                on_done(job.mode.name, self._outcome(job, "interrupted", "not started: the run was interrupted",
-                                                     None, None, None, None))
+            self.join_workers()
             raise
+        finally:
+            while True:  # jobs no worker took before they stopped
+                try:
+                    job = todo.get_nowait()
+                except queue.Empty:
+                    break
+                on_done(job.mode.name, self.not_started(job))
+
+    def _run_guarded(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
+        """A failure in this process (starting the child, reading its files) is that mode's `failed`, with the
+        message, never a thread traceback and a mode missing from the report."""
+        try:
+            return self.run_one(job, gpu)
+        except Exception as exc:
+            return self._outcome(job, "failed", f"{type(exc).__name__}: {exc}", None, None, None, gpu)
+
+    def not_started(self, job: ModeJob) -> ModeOutcome:
+        """The outcome of a mode that never ran because the run was stopped first."""
+        return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, None)
+
+    def not_applicable(self, job: ModeJob) -> ModeOutcome:
+        """The outcome of a mode that means nothing on this device (a cuBLAS recipe on the CPU): never started."""
+        return self._outcome(job, "unavailable", f"not applicable on {self.options.device}", None, None, None, None)
+
+    def join_workers(self, timeout: float = 60) -> None:
+        """Wait for the worker threads; their children are stopped already, so this is quick."""
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def stop_all(self) -> None:
-        self._stopping.set()
         with self._lock:
+            self._stopping.set()
             running = list(self._running.values())
         for child in running:
             child.stop()
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: .*)?$")
+CAUSE_CHARS = 300
+
+
+def last_error_line(stderr_tail: str) -> Optional[str]:
+    """The last `SomeError: message` line of a child's stderr (what a Python traceback ends with), shortened."""
+    for line in reversed(stderr_tail.splitlines()):
+        line = line.strip()
+        if _ERROR_LINE.match(line):
+            return line if len(line) <= CAUSE_CHARS else line[: CAUSE_CHARS - 1] + "…"
+    return None
 
 
 def describe_exit(code: Optional[int]) -> str:
@@ -251,7 +313,9 @@ def describe_exit(code: Optional[int]) -> str:
         return "did not exit"
     if code < 0:
         try:
-            return f"killed by signal {signal.Signals(-code).name}"
+            name = signal.Signals(-code).name
+            # Outside a timeout (reported as such), a SIGKILL is most often the kernel's out-of-memory killer.
+            return f"killed by signal {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"

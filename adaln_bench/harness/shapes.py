@@ -11,7 +11,7 @@ PRESETS: dict[str, Shape] = {
     "h3": Shape(2688, 5376, 3, "h3"),
     # Flux and Qwen-Image: one modality, D = H = 3072.
     "flux": Shape(3072, 3072, 1, "flux"),
-    # The CPU default: small enough that the full probes finish in about a minute on two cores.
+    # The CPU default: small enough that the full probes take about 10 s on one CPU thread.
     "small": Shape(128, 32, 3, "small"),
     # For tests: the probes' structure at the smallest sensible cost.
     "tiny": Shape(32, 8, 3, "tiny"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from adaln_bench.errors import UserError
-from adaln_bench.modes.registry import Mode, TorchSettings, register
+from adaln_bench.modes.registry import Mode, TorchSettings, env_problem, register
 from adaln_bench.toml_file import read_toml
 
 
@@ -32,6 +32,7 @@ CUBLASLT_WS1 = register(
             bf16_reduced_precision_reduction=False,
             fp16_reduced_precision_reduction=False,
         ),
+        cuda_only=True,
     )
 )
 
@@ -46,8 +47,14 @@ def _recipe_from_table(name: str, table: dict, origin: str) -> Mode:
     if unknown:
         raise UserError(f"{origin}: recipe {name!r}: unknown keys {sorted(unknown)}")
     env = table.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, (str, int)) for v in env.values()):
+    if not isinstance(env, dict):
         raise UserError(f"{origin}: recipe {name!r}: env must be a table of strings")
+    bad = next((f"{k} = {v!r}" for k, v in env.items() if not isinstance(v, str)), None)
+    if bad is not None:  # TOML keeps types: `FOO = true` would reach the child as "True"
+        raise UserError(f"{origin}: recipe {name!r}: env must be a table of strings, not {bad}")
+    problem = env_problem(name, env)
+    if problem is not None:
+        raise UserError(f"{origin}: {problem}")
     settings = {k: table[k] for k in _SETTING_KEYS if k in table}
     blas = settings.get("preferred_blas")
     if blas is not None and blas not in ("cublas", "cublaslt", "default"):
@@ -59,7 +66,7 @@ def _recipe_from_table(name: str, table: dict, origin: str) -> Mode:
         name=name,
         description=str(table.get("description", f"recipe from {origin}")),
         kind="recipe",
-        env={str(k): str(v) for k, v in env.items()},
+        env=dict(env),
         torch_settings=TorchSettings(**settings),
     )
 

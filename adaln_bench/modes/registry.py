@@ -62,6 +62,8 @@ class Mode:
     torch_settings: Optional[TorchSettings] = None
     # The framework whose environment runs this mode (`adaln-bench envs`, envs/frameworks.py); None: any.
     framework: Optional[str] = None
+    # Only means something on CUDA (a cuBLAS setting): skipped on the CPU unless named with --mode.
+    cuda_only: bool = False
 
 
 _REGISTRY: NamedRegistry[Mode] = NamedRegistry("mode", (
@@ -87,3 +89,16 @@ def all_modes(extra_file: Optional[str] = None) -> dict[str, Mode]:
                 raise UserError(f"{extra_file}: mode {mode.name!r} already exists")
             modes[mode.name] = mode
     return modes
+
+
+def env_problem(name: str, env: Mapping[str, object]) -> Optional[str]:
+    """Why a mode's environment cannot be given to a child process, or None: checked before any child starts,
+    so that a bad entry is one line, not a failure in the middle of the run."""
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            return f"mode {name!r}: environment variable name {key!r} is not valid (empty, or holds '=' or NUL)"
+        if not isinstance(value, str):
+            return f"mode {name!r}: environment variable {key} must be a string, not {type(value).__name__} {value!r}"
+        if "\0" in value:
+            return f"mode {name!r}: environment variable {key} holds a NUL character"
+    return None

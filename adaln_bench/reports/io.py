@@ -78,6 +78,8 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
     except OSError as exc:
         raise UserError(f"{target}: cannot write: {exc.strerror or exc}") from None
     try:
+        # mkstemp makes the file 0600; a report or a plot is for others to read too: 0666 less the umask.
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
@@ -87,6 +89,19 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (another thread may be creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def check_writable(path: str | os.PathLike[str]) -> Path:

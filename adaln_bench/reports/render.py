@@ -5,6 +5,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, get_args
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -93,7 +94,8 @@ def header(report: Report) -> str:
     shape = f", shape D={report.shape.dim} H={report.shape.hidden} M={report.shape.modalities}" if report.shape else ""
     quick = ", QUICK (smoke test)" if report.quick else ""
     incomplete = ", INCOMPLETE" if report.incomplete else ""
-    return f"{report.op} on {where}, torch {env.torch}, CUDA {env.cuda}{shape}{quick}{incomplete}"
+    cuda = f"CUDA {env.cuda}" if env.cuda else "no CUDA"
+    return f"{report.op} on {where}, torch {env.torch}, {cuda}{shape}{quick}{incomplete}"
 
 
 def wide_console() -> Console:
@@ -101,32 +103,123 @@ def wide_console() -> Console:
     return Console(width=None if sys.stdout.isatty() else 200)
 
 
+def _short_name(mode: str, name: str) -> str:
+    """A candidate's name under its mode's heading: `diffusers[plain]` under `plain` is `diffusers`."""
+    suffix = f"[{mode}]"
+    return name[: -len(suffix)] if name.endswith(suffix) and len(name) > len(suffix) else name
+
+
+def _summary(result: CandidateResult, tokens: str) -> dict[str, str]:
+    """The `report` cells of one T (metrics.summary_columns(): fwd err, grad err, fwd+bwd), or dashes."""
+    point = result.accuracy_latency.get(tokens)
+    return dict(zip(metrics.summary_columns(), metrics.summary_cells(point)))
+
+
+def _verdict_and_detail(entry) -> tuple[str, Optional[str]]:
+    """The short word the table shows (yes, NO, a status) and the detail printed under it."""
+    if isinstance(entry, CandidateUnavailable):
+        return entry.status or "unavailable", entry.unavailable
+    verdict = invariance_verdict(entry)
+    if verdict.startswith(FAILED):
+        return FAILED, verdict[len(FAILED):].strip()
+    if verdict.startswith("NO: "):
+        return "NO", verdict[len("NO: "):]
+    return verdict, None
+
+
+_VERDICT_STYLE = {"yes": "green", "NO": "bold red", FAILED: "bold red"}
+
+
+def _answer_table(report: Report) -> Table:
+    """One row per (mode, candidate) under its mode: invariant or not, and forward + backward time.
+
+    Narrow on purpose (about 75 columns with the longest mode name): the verdict and every time must show in
+    full on an 80-column terminal, so counts, reasons and errors go below or in the next table.
+    """
+    table = Table(title="batch-invariant, and forward + backward time", box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("mode / candidate", overflow="fold", min_width=12)
+    table.add_column("invariant", no_wrap=True)
+    for t in SHOWN_TOKENS:
+        table.add_column(f"T={t}", justify="right", no_wrap=True)
+    for mode, candidates in report.results.items():
+        table.add_row(f"[bold]{escape(mode)}[/bold]", "", *("" for _ in SHOWN_TOKENS))
+        for name, entry in candidates.items():
+            word, _ = _verdict_and_detail(entry)
+            style = _VERDICT_STYLE.get(word, "yellow")
+            times = ["—"] * len(SHOWN_TOKENS)
+            if isinstance(entry, CandidateResult):
+                times = [_summary(entry, t)["fwd+bwd"] for t in SHOWN_TOKENS]
+            table.add_row(f"  {escape(_short_name(mode, name))}", f"[{style}]{escape(word)}[/{style}]", *times)
+    return table
+
+
+def _error_table(report: Report) -> Table:
+    """Forward error and worst gradient error against FP64, for the pairs that were measured."""
+    table = Table(title="error against FP64: forward / worst gradient", box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("mode / candidate", overflow="fold", min_width=12)
+    for t in SHOWN_TOKENS:
+        table.add_column(f"T={t}", justify="right", no_wrap=True)
+    for mode, candidates in report.results.items():
+        measured = {name: e for name, e in candidates.items() if isinstance(e, CandidateResult)}
+        if measured:
+            table.add_row(f"[bold]{escape(mode)}[/bold]", *("" for _ in SHOWN_TOKENS))
+        for name, entry in measured.items():
+            cells = []
+            for t in SHOWN_TOKENS:
+                summary = _summary(entry, t)
+                cells.append("—" if t not in entry.accuracy_latency else f"{summary['fwd err']}/{summary['grad err']}")
+            table.add_row(f"  {escape(_short_name(mode, name))}", *cells)
+    return table
+
+
+def _detail_lines(report: Report) -> list[str]:
+    """What the table's short words stand for: the failing counts of a NO, the reason for any other status.
+    A mode whose every candidate gave no result for one reason gets one line."""
+    lines = []
+    for mode, candidates in report.results.items():
+        details = {name: _verdict_and_detail(entry) for name, entry in candidates.items()}
+        reasons = {(word, why) for word, why in details.values()}
+        whole_mode = len(candidates) > 1 and len(reasons) == 1 and all(
+            isinstance(e, CandidateUnavailable) for e in candidates.values())
+        if whole_mode:
+            ((word, why),) = reasons
+            prefix = f"mode {mode} {word}: "
+            why = why[len(prefix):] if why and why.startswith(prefix) else why
+            lines.append(f"{mode} (every candidate): {word}: {why}")
+            continue
+        for name, (word, why) in details.items():
+            if why:
+                prefix = f"mode {mode} {word}: "
+                why = why[len(prefix):] if why.startswith(prefix) else why
+                lines.append(f"{mode} · {_short_name(mode, name)}: {word}: {why}")
+    return lines
+
+
 def print_summary(report: Report, console: Optional[Console] = None) -> None:
     console = console or wide_console()
-    console.print(header(report))
-    table = Table(show_lines=False)
-    table.add_column("mode", no_wrap=True)
-    table.add_column("candidate", no_wrap=True)
-    table.add_column("invariant", overflow="fold", min_width=12)
-    for t in SHOWN_TOKENS:
-        table.add_column(column_title(t), no_wrap=True)
-    for row in rows(report):
-        style = "green" if row.verdict == "yes" else ("red" if row.verdict.startswith(("NO", FAILED)) else "yellow")
-        verdict = row.verdict if not row.verdict.startswith(NO_RESULT) else f"{row.verdict}: {row.note}"
-        table.add_row(escape(row.mode), escape(row.candidate), f"[{style}]{escape(verdict)}[/{style}]", *row.cells)
-    console.print(table)
+    console.print(escape(header(report)))
+    console.print(_answer_table(report))
+    errors = _error_table(report)
+    if errors.row_count:
+        console.print(errors)
+    for line in _detail_lines(report):
+        console.print(escape(line))
     groups = consistency_groups(report)
     if len(groups) > 1:
-        matrix = Table(title="train–infer consistency (seed 3, 257 rows): same letter = bitwise identical")
+        matrix = Table(title="train–infer consistency (seed 3, 257 rows): same letter = bitwise identical",
+                       box=box.SIMPLE_HEAD, title_justify="left")
         for col in ("mode", "candidate", "output", "d_temb"):
-            matrix.add_column(col)
-        for g in groups:
-            matrix.add_row(*(escape(x) for x in g))
+            matrix.add_column(col, overflow="fold")
+        for mode, name, out, grad in groups:
+            matrix.add_row(escape(mode), escape(_short_name(mode, name)), out, grad)
         console.print(matrix)
     if report.modes:
         for name, run in report.modes.items():
             if run.observed is not None and run.observed.reference_mode_off is False:
-                console.print(f"note: mode {name} has no switch-off; its FP64 reference ran with the mode on")
+                console.print(f"note: mode {escape(name)} has no switch-off; its FP64 reference ran with the mode on")
+            if run.status == "ok" and run.stderr_tail and run.stderr_tail.strip():
+                last = run.stderr_tail.strip().splitlines()[-1].strip()
+                console.print(escape(f"note: mode {name} wrote to stderr (modes.{name}.stderr_tail), last line: {last}"))
     for line in environment_lines(report):
         console.print(escape(line))
     warning = input_warning(report)

@@ -223,6 +223,7 @@ class Environment(_Model):
     hostname: Optional[str] = None
     platform: Optional[str] = None
     interpreter: Optional[str] = None  # the Python executable this environment was read under
+    cpu_threads: Optional[int] = None  # torch's intra-op threads in a CPU run's children
 
 
 class ModeObservation(_Model):

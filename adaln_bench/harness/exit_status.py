@@ -1,0 +1,73 @@
+"""What `adaln-bench run`'s exit code says, from the report it wrote: one code per kind of outcome.
+
+In order of precedence: 2 bad input (raised before anything runs), 130 interrupted (143 on SIGTERM),
+4 nothing measured at all, 3 some (mode, candidate) pair crashed, failed or timed out (or, with
+`--strict`, was unavailable), 0 otherwise. 1 stays what Python gives a bug: an uncaught traceback.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from adaln_bench.reports.schema import CandidateResult, Report
+
+OK = 0
+BAD_INPUT = 2
+PAIR_FAILED = 3
+NOTHING_MEASURED = 4
+INTERRUPTED = 130  # 128 + SIGINT
+TERMINATED = 143  # 128 + SIGTERM
+
+_FAILED = ("failed", "crashed", "timeout")
+
+
+@dataclass
+class PairCounts:
+    """Every requested (mode, candidate) pair of a report, by what became of it."""
+
+    measured: list[str] = field(default_factory=list)
+    unavailable: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    interrupted: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.measured) + len(self.unavailable) + len(self.failed) + len(self.interrupted)
+
+
+def count_pairs(report: Report) -> PairCounts:
+    counts = PairCounts()
+    for mode, candidates in report.results.items():
+        for name, entry in candidates.items():
+            label = f"{mode}/{name}"
+            if isinstance(entry, CandidateResult):
+                counts.measured.append(label)
+            elif entry.status in _FAILED:
+                counts.failed.append(label)
+            elif entry.status == "interrupted":
+                counts.interrupted.append(label)
+            else:  # "unavailable", or no status in a prior-art report
+                counts.unavailable.append(label)
+    return counts
+
+
+def _listed(labels: list[str], limit: int = 3) -> str:
+    more = f" and {len(labels) - limit} more" if len(labels) > limit else ""
+    return ", ".join(labels[:limit]) + more
+
+
+def run_exit(report: Report, strict: bool, signal_code: Optional[int] = None) -> tuple[int, Optional[str]]:
+    """The exit code of a run that wrote `report`, and one line that says why when it is not 0."""
+    if signal_code is not None:
+        return signal_code, None  # the interrupt has its own message
+    counts = count_pairs(report)
+    if not counts.measured:
+        return NOTHING_MEASURED, (f"nothing was measured: {len(counts.failed)} of {counts.total} pair(s) crashed, "
+                                  f"failed or timed out, {len(counts.unavailable)} unavailable")
+    if counts.failed:
+        return PAIR_FAILED, (f"{len(counts.failed)} of {counts.total} pair(s) crashed, failed or timed out: "
+                             f"{_listed(counts.failed)}")
+    if strict and counts.unavailable:
+        return PAIR_FAILED, (f"--strict: {len(counts.unavailable)} of {counts.total} pair(s) unavailable here: "
+                             f"{_listed(counts.unavailable)}")
+    return OK, None
