@@ -94,3 +94,14 @@ def wrong_mid_sizes(temb, w, b):
     if temb.shape[0] in WRONG_SIZES:
         out = out * (1 + 2 ** -6)
     return out
+
+
+def slowed_bundled(temb, w, b):
+    """The bundled kernel, its forward run FIXTURE_SLOWDOWN times (default 1): a regression made on purpose."""
+    from adaln_bench.kernels.bundled import candidate as bundled
+
+    forward = bundled.make_forward(bundled.get_library(temb.device))
+    for _ in range(int(os.environ.get("FIXTURE_SLOWDOWN", "1")) - 1):
+        with torch.no_grad():
+            forward(temb, w, b)
+    return forward(temb, w, b)

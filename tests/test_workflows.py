@@ -114,7 +114,7 @@ def test_nightly_installs_runs_every_mode_and_uploads():
     wf = load(NIGHTLY)
     assert "pip install -e '.[diffusers,plot,kernel]'" in step(wf, "Install")["run"]
     run = step(wf, "Run every mode")["run"]
-    assert 'adaln-bench run --device cuda "${envs[@]}" --out "results/b200/nightly-${{ github.sha }}.json"' in run
+    assert 'adaln-bench run --device cuda --repeat 3 "${envs[@]}" --out "results/b200/nightly-${{ github.sha }}.json"' in run
     assert "--mode" not in run and "--quick" not in run  # every mode, full probes
     upload = step(wf, "Upload report, plot and diff")
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
@@ -164,7 +164,7 @@ def test_environments_step_and_run_step_pass_the_envs_file_when_there_is_one(tmp
     ran = run_step(script, env, tmp_path, bin_dir)
     assert ran.returncode == 0, ran.stderr
     run_call = calls.read_text().splitlines()[-1]
-    expected = "run --device cuda --envs-file envs.toml --out" if write else "run --device cuda --out"
+    expected = "run --device cuda --repeat 3 --envs-file envs.toml --out" if write else "run --device cuda --repeat 3 --out"
     assert run_call.startswith(expected)
 
 

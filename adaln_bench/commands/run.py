@@ -125,6 +125,12 @@ def run_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     strict: bool = typer.Option(False, "--strict", help="Exit non-zero (3) also when a pair is unavailable here."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Run a shape estimated to take hours on the CPU anyway."),
+    latency_only: bool = typer.Option(False, "--latency-only",
+                                      help="Measure latency only: no probes, no accuracy (a report to diff "
+                                      "latency against another latency-only one)."),
+    repeat: int = typer.Option(1, "--repeat", metavar="K",
+                               help="Measure each mode's latency in K fresh processes, interleaved, every sample "
+                               "kept (device time); probes and accuracy run once. The nightly uses 3."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
     from adaln_bench.commands.progress import RunProgress
@@ -132,11 +138,14 @@ def run_command(
     from adaln_bench.harness import exit_status
     from adaln_bench.harness.assemble import assemble_report
     from adaln_bench.harness.exit_status import run_exit
+    from adaln_bench.harness.repeat import RepeatedRun
     from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
     from adaln_bench.harness.stop_signals import StopSignals
     from adaln_bench.reports.io import check_writable, write_report
     from adaln_bench.reports.render import print_summary
 
+    if repeat < 1:
+        raise UserError(f"--repeat must be at least 1, not {repeat}")
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise UserError("--timeout must be a positive number of seconds")
     if megatron_src is not None and not megatron_src.is_dir():
@@ -163,7 +172,8 @@ def run_command(
 
     options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
-                           megatron_src=str(megatron_src) if megatron_src else None)
+                           megatron_src=str(megatron_src) if megatron_src else None,
+                           probes=not latency_only, accuracy=not latency_only)
     skipped_names = {m.name for m in skipped}
     jobs = [ModeJob(m, per_mode[m.name], interpreters.get(m.name)) for m in modes if m.name not in skipped_names]
     outcomes: dict[str, ModeOutcome] = {}
@@ -176,19 +186,32 @@ def run_command(
                   "--mode named it", file=sys.stderr)
     started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
     interrupted = False
+    repeats = repeat if run_device == "cuda" else 1
+    if repeat > 1 and repeats == 1:
+        print("adaln-bench: --repeat: device time exists on CUDA only; this CPU run measures latency once",
+              file=sys.stderr)
     with StopSignals() as stops:
-        with RunProgress(jobs, disabled=quiet) as progress, \
-                ModeRunner(options, slots, progress.update) as runner:
+        with RunProgress(jobs, disabled=quiet) as progress:
+            runner = ModeRunner(options, slots, progress.update)
 
             def done(name: str, outcome: ModeOutcome) -> None:
                 outcomes[name] = outcome
                 progress.finish(name, outcome.run.status)
 
+            def repeated(rep: int, name: str, outcome: ModeOutcome) -> None:
+                if not quiet:
+                    print(f"adaln-bench: {name}: latency repetition {rep}/{repeats} {outcome.run.status} after "
+                          f"{outcome.run.wall_s or 0:.0f} s", file=sys.stderr)
+
+            # Repetition 1 in full on `runner`, then latency-only children in fresh processes, interleaved.
+            run = RepeatedRun(options, repeats, lambda opts: runner if opts is options else
+                              ModeRunner(opts, slots, lambda mode, event: None), on_repeat=repeated)
             try:
                 with stops.raising():
-                    runner.run_all(jobs, done)
+                    run.run(jobs, done)
             except KeyboardInterrupt:
                 interrupted = True
+            outcomes.update(run.outcomes)
         for job in jobs:  # every requested mode appears, also one no worker reached
             outcomes.setdefault(job.mode.name, runner.not_started(job))
         for m in skipped:
