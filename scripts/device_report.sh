@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# One device call for a committed report: the carried wheels, a quick GPU smoke run, then the full-shape run.
-# Usage (on the GPU machine, from the repo root): ADALN_BENCH_COMMIT=<sha> bash scripts/device_report.sh [run options…]
-# Carry: .carry (wheels under .carry/whl, a prebuilt kernel cache under .carry/kernel-cache).
+# One device call for a committed report: the carried wheels, optionally a quick GPU smoke run, then one
+# `adaln-bench run` with the given options, its summary, and the report under $OUT.
+# Usage (on the GPU machine, from the repo root): bash scripts/device_report.sh [run options…]
+#   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (none: skip)
+#   .carry/kernel-cache, when carried: prebuilt bundled-kernel libraries (else they are built there)
+#   SMOKE=1: a tiny quick plain run first; GPU_TESTS=pattern: pytest tests/gpu -k pattern after the run
+#   NAME=report (default): the report is $OUT/$NAME.json, its log $OUT/$NAME.log
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
+NAME=${NAME:-report}
+WHEELS=${WHEELS:-.carry/whl}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .carry/whl/*.whl \
-  > "$OUT/pip.log" 2>&1 || { cat "$OUT/pip.log"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
+    > "$OUT/pip.log" 2>&1 || { cat "$OUT/pip.log"; exit 1; }
+fi
+export PYTHONPATH=/tmp/site:$PWD:$PWD/tests
 if [ -d .carry/kernel-cache ]; then
   mkdir -p /tmp/kernel-cache && cp -r .carry/kernel-cache/. /tmp/kernel-cache/
   export ADALN_BENCH_KERNEL_CACHE=/tmp/kernel-cache
@@ -16,22 +24,19 @@ fi
 if [ -d /tmp/site/cutlass_library/source/include ]; then
   export ADALN_BENCH_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
 fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/nvidia-smi.txt"
-python3 -m adaln_bench env --device cuda > "$OUT/env.json" 2>&1 || { cat "$OUT/env.json"; exit 1; }
-python3 -m adaln_bench candidates 2>&1 | tee "$OUT/candidates.txt"
-echo "== smoke: tiny shape, quick, plain"
-python3 -m adaln_bench run --device cuda --preset tiny --quick --mode plain --quiet --out "$OUT/smoke.json" \
-  > "$OUT/smoke.log" 2>&1 || { cat "$OUT/smoke.log"; exit 1; }
-echo "== full run: $*"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
+if [ -n "${SMOKE:-}" ]; then
+  python3 -m adaln_bench run --device cuda --preset tiny --quick --mode plain --quiet --out "$OUT/smoke.json" \
+    > "$OUT/smoke.log" 2>&1 || { echo "smoke run failed"; tail -20 "$OUT/smoke.log"; exit 1; }
+fi
+echo "== adaln-bench run $*"
 start=$(date +%s)
-python3 -m adaln_bench run --device cuda --out "$OUT/report.json" "$@" > "$OUT/run.log" 2>&1
+python3 -m adaln_bench run --device cuda --out "$OUT/$NAME.json" "$@" > "$OUT/$NAME.log" 2>&1
 rc=$?
 echo "run exit $rc after $(( $(date +%s) - start )) s"
-tail -c 3000 "$OUT/run.log"
+grep -v '^\[' "$OUT/$NAME.log" | tail -c 2500
 if [ -n "${GPU_TESTS:-}" ]; then
-  echo "== GPU tests"
-  timeout "${GPU_TESTS_TIMEOUT:-180}" python3 -m pytest -q -m gpu tests/gpu > "$OUT/gpu-tests.log" 2>&1
-  echo "gpu tests exit $?"; tail -n 15 "$OUT/gpu-tests.log"
+  timeout "${GPU_TESTS_TIMEOUT:-180}" python3 -m pytest -q -m gpu tests/gpu -k "$GPU_TESTS" > "$OUT/gpu-tests.log" 2>&1
+  echo "gpu tests exit $?"; tail -n 5 "$OUT/gpu-tests.log"
 fi
-[ -f "$OUT/report.json" ] && python3 -m adaln_bench report "$OUT/report.json" --markdown
 exit $rc
