@@ -84,12 +84,15 @@ def test_c_interface_fails_closed(built):
     """Bad sizes are refused by the C side with a message, before any CUDA call (so this runs on a CPU)."""
     target, lib_path, meta = built
     lib = B.Library(lib_path, target, meta)
-    with pytest.raises(RuntimeError, match="T must be >= 1"):
-        lib.forward(16, 16, 16, 16, 16, 0, 256, 768, 16, 1 << 20, None)
+    with pytest.raises(RuntimeError, match=r"\(bad_argument, status 1\): T must be >= 1"):
+        lib.forward(16, 16, 16, 16, 16, 0, 256, 768, 16, 1 << 20, 0, None)
     with pytest.raises(RuntimeError, match="multiples of 8"):
-        lib.forward(16, 16, 16, 16, 16, 4, 250, 768, 16, 1 << 20, None)
+        lib.forward(16, 16, 16, 16, 16, 4, 250, 768, 16, 1 << 20, 0, None)
     with pytest.raises(RuntimeError, match="multiples of 8"):
-        lib.backward(16, 16, 16, 16, 16, 16, 16, 4, 256, 764, 16, 1 << 20, None)
+        lib.backward(16, 16, 16, 16, 16, 16, 16, 4, 256, 764, 16, 1 << 20, 0, None)
     with pytest.raises(RuntimeError, match="16-byte aligned"):
-        lib.forward(16, 18, 16, 16, 16, 4, 256, 768, 16, 1 << 20, None)
+        lib.forward(16, 18, 16, 16, 16, 4, 256, 768, 16, 1 << 20, 0, None)
+    # Every status has a name (status.h); the one for a failed TMA descriptor encoding among them.
+    assert [lib.status_name(code) for code in (0, 1, 13, 14, 15, 99)] == [
+        "ok", "bad_argument", "no_context", "descriptor", "pending_error", "unknown"]
     assert ctypes.CDLL(str(lib_path)).adaln_abi_version() == B.ABI_VERSION

@@ -75,6 +75,11 @@ def format_t(row: Row) -> str:
     return "" if row.t is None else str(row.t)
 
 
+def thresholds_text(t) -> str:
+    return (f"latency {t.latency:.0%} and significant (device time: U test at alpha {t.latency_alpha:g}; "
+            f"event medians: quartiles apart), accuracy {t.accuracy:.0%} (floor {t.accuracy_floor:g})")
+
+
 def headline(result: ReportDiff, fail_on: FailOn, code: int) -> str:
     if not result.comparable:
         return "not comparable: " + "; ".join(result.not_comparable)
@@ -143,8 +148,7 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
     for label, (arg, report) in sides.items():
         console.print(f"[bold]{label}[/]: {escape(arg)} ({escape(report_facts(report))})")
     t = result.thresholds
-    console.print(f"thresholds: latency {t.latency:.0%} (and quartiles apart), accuracy {t.accuracy:.0%} "
-                  f"(floor {t.accuracy_floor:g}); fail on {fail_on.value}")
+    console.print(f"thresholds: {thresholds_text(t)}; fail on {fail_on.value}")
 
     if result.config:
         table = Table(title="Configuration differences", title_justify="left")
@@ -213,8 +217,7 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
     for label, (arg, report) in sides.items():
         out.append(f"- **{label}**: `{arg}` ({fmt.markdown_cell(report_facts(report))})")
     t = result.thresholds
-    out += [f"- thresholds: latency {t.latency:.0%} and quartiles apart; accuracy {t.accuracy:.0%}, "
-            f"floor {t.accuracy_floor:g}; fail on {fail_on.value}", ""]
+    out += [f"- thresholds: {thresholds_text(t)}; fail on {fail_on.value}", ""]
 
     out.append("### Configuration differences")
     out.append("")
