@@ -1,7 +1,7 @@
 """How long a run would take on this CPU, before starting it: a full-size shape there takes hours.
 
 The work of a run is counted from the probe plan (runs, and rows computed forward and backward) plus
-accuracy (the candidate and its FP64 reference) and latency (SPEC §6's warm-up and samples). The cost of a
+accuracy (the candidate and its FP64 reference) and latency (the warm-up and samples of docs/spec.md#6-latency). The cost of a
 run and of a row is measured here, on a slice of W small enough to take well under a second, with the one
 torch thread a CPU child uses, and scaled to the full output width. It is an estimate: it says hours or
 seconds, not to the minute.

@@ -1,6 +1,6 @@
 """Device time of a callable on CUDA: GPU time only, without the host's launch time (issue 9).
 
-The CUDA-event figures of SPEC §6 time one call between two events, so they hold whatever the host loses
+The CUDA-event figures of docs/spec.md#6-latency time one call between two events, so they hold whatever the host loses
 between launches; at small T that is most of the figure, and it moves between processes. Here:
 
 - `cuda_graph` (Triton's do_bench_cudagraph idea): enough calls to span about 2 ms are captured in one

@@ -1,4 +1,4 @@
-"""A fingerprint of the seeded inputs (SPEC §3) as a mode's child generates them.
+"""A fingerprint of the seeded inputs (docs/spec.md#3-inputs) as a mode's child generates them.
 
 Modes may run under different environments, hence different torch releases. Their outputs and the
 train–infer consistency matrix compare only if every child drew bitwise the same inputs, and torch does
@@ -30,7 +30,7 @@ def input_fingerprint(shape: Shape, params: Params, device: torch.device) -> Inp
     """The inputs of the fingerprint run (seed 3, 257 rows), W, b, and the sweep's first permutation."""
     seed, rows = P.FINGERPRINT_SEED, P.FINGERPRINT_ROWS
     temb = make_temb(rows, shape, seed, device)
-    # The upstream gradient has the output's shape and dtype: (rows, N) in bfloat16 (SPEC §3).
+    # The upstream gradient has the output's shape and dtype: (rows, N) in bfloat16 (docs/spec.md#3-inputs).
     upstream = make_upstream((rows, shape.out_features), torch.bfloat16, seed, device)
     permutation = torch.randperm(rows, generator=torch.Generator().manual_seed(seed))
     return InputFingerprint(seed=seed, rows=rows, temb_sha256=tensor_sha256(temb),

@@ -263,7 +263,7 @@ class ModeEnvironment(_Model):
 
 
 class InputFingerprint(_Model):
-    """SHA-256 of the seeded inputs (SPEC §3) as one child generated them: equal in every mode, or the
+    """SHA-256 of the seeded inputs (docs/spec.md#3-inputs) as one child generated them: equal in every mode, or the
     output fingerprints and the consistency matrix compare different numbers."""
 
     seed: int
