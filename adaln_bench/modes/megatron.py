@@ -15,7 +15,6 @@ from typing import Callable, Optional
 from adaln_bench.modes._import import (
     defining_file,
     describe_call,
-    file_sha256,
     git_commit,
     import_first,
     library_version,
@@ -78,7 +77,6 @@ def enable_backend(backend: str, options: ModeOptions) -> Switch:
         on=switch_on,
         notes=notes,  # type: ignore[arg-type]  # megatron_source_commit is None outside a git checkout
         module_file=source,
-        module_sha256=file_sha256(source),
     )
 
 

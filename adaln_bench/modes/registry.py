@@ -31,8 +31,7 @@ class Switch:
     off: Optional[Callable[[], None]] = None  # None: the mode has no switch-off
     on: Optional[Callable[[], None]] = None  # switch back on after the reference
     notes: dict[str, Optional[str]] = field(default_factory=dict)
-    module_file: Optional[str] = None  # the file that defines the switch-on function
-    module_sha256: Optional[str] = None  # that file's SHA-256 (hex): compare with the wheel's RECORD
+    module_file: Optional[str] = None  # the file that defines the switch-on function (observe hashes it)
     matmul_path: Optional[str] = None  # which kernels the switch routes a bf16 mm to, where it tells
 
 

@@ -11,7 +11,6 @@ from typing import Optional
 from adaln_bench.modes._import import (
     defining_file,
     describe_call,
-    file_sha256,
     import_first,
     library_version,
     module_file,
@@ -54,7 +53,6 @@ def enable(options: ModeOptions) -> Switch:
         on=switch_on,
         notes=notes,
         module_file=source,
-        module_sha256=file_sha256(source),
         matmul_path=path,
     )
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from adaln_bench.modes._import import (
     defining_file,
     describe_call,
-    file_sha256,
     import_first,
     library_version,
     module_file,
@@ -38,7 +37,6 @@ def enable(options: ModeOptions) -> Switch:
         on=None,
         notes={"module_file": module_file(module)},
         module_file=source,
-        module_sha256=file_sha256(source),
     )
 
 
