@@ -27,8 +27,11 @@ class StopSignals:
         return self
 
     def __exit__(self, *exc) -> None:
+        # Once stopping, the process only writes its report and exits: a late second signal must not land in
+        # an atexit callback (seen: a KeyboardInterrupt traceback from torch's library finalizer), so the
+        # handlers stay ignoring until exit.
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if self.received is not None else handler)
 
     def _handle(self, signum: int, frame) -> None:
         if self.received is not None:
