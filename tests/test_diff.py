@@ -633,3 +633,56 @@ def test_cli_all_lists_same_rows_too(tmp_path, capsys):
     code, out, _ = run_main(["diff", str(REFERENCE), str(REFERENCE), "--markdown"], capsys)
     changes_section = out.split("### Changes")[1].split("<details>")[0]
     assert changes_section.strip() == "Every row is SAME."
+
+
+# --- latency on device time (docs/diff.md#latency-on-device-time-the-statistics-and-their-defaults) -------
+
+
+def _with_device_time(data: dict, scale: float = 1.0, event_scale: float = 1.0) -> Report:
+    """The reference report with device time added to every measured point (tight samples around the
+    point's event medians times `scale`), and its event medians times `event_scale`."""
+    data = copy.deepcopy(data)
+    for results in data["results"].values():
+        for entry in results.values():
+            for point in entry.get("accuracy_latency", {}).values():
+                fwd, step = point["fwd_us"] * scale, point["fwd_bwd_us"] * scale
+                point["device_time"] = {
+                    "method": "cuda_graph", "processes": 3,
+                    "fwd_us": fwd, "fwd_samples": [fwd * (1 + 0.001 * (i % 7 - 3)) for i in range(60)],
+                    "fwd_bwd_us": step, "fwd_bwd_samples": [step * (1 + 0.001 * (i % 5 - 2)) for i in range(60)]}
+                for key in ("fwd_us", "fwd_bwd_us"):
+                    point[key] *= event_scale
+                    dist = point.get(f"{key}_dist")
+                    if dist:
+                        for q in ("min", "q1", "median", "q3", "max"):
+                            dist[q] *= event_scale
+    return Report.model_validate(data)
+
+
+def test_a_report_without_device_time_diffs_on_the_event_medians_and_says_so():
+    result = diff_reports(Report.model_validate(REFERENCE_DATA), _with_device_time(REFERENCE_DATA))
+    assert exit_code(result) == EXIT_OK
+    assert not [r for r in result.rows if r.metric.startswith("device_time")]
+    assert not any(r.informational for r in result.rows)
+    assert any("no device time in OLD" in note for note in result.notes)
+
+
+def test_device_time_decides_and_the_event_medians_are_only_shown():
+    base = _with_device_time(REFERENCE_DATA)
+    noisy_host = _with_device_time(REFERENCE_DATA, event_scale=1.5)  # host time moved, the GPU did not
+    result = diff_reports(base, noisy_host)
+    assert exit_code(result) == EXIT_OK
+    events = [r for r in result.rows if r.metric in ("fwd_us", "fwd_bwd_us")]
+    assert events and all(r.informational and r.verdict is Verdict.WORSE for r in events)
+    assert {r.verdict for r in result.rows if r.metric.startswith("device_time")} == {Verdict.SAME}
+
+    slower = _with_device_time(REFERENCE_DATA, scale=1.15)  # the GPU 15 % slower, host time the same
+    result = diff_reports(base, slower)
+    assert exit_code(result) == EXIT_REGRESSION
+    device = [r for r in result.rows if r.metric.startswith("device_time")]
+    assert device and all(r.verdict is Verdict.WORSE and "U test" in r.note for r in device)
+    # --latency-basis events: the event medians gate again, and device time is only shown.
+    result = diff_reports(base, slower, latency_basis="events")
+    device = [r for r in result.rows if r.metric.startswith("device_time")]
+    assert exit_code(result) == EXIT_OK
+    assert device and all(r.informational and r.verdict is Verdict.WORSE for r in device)
