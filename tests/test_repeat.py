@@ -196,3 +196,18 @@ def test_a_real_repeat_starts_a_latency_only_child(tmp_path):
     again = outcome.candidates["diffusers[plain]"]
     assert again.batch_invariance is None
     assert again.accuracy_latency["1"].fwd_rel_err is None and again.accuracy_latency["1"].fwd_us > 0
+
+
+def test_a_repetition_keeps_the_modes_interpreter_and_drops_candidates_without_a_result():
+    from adaln_bench.harness.repeat import repeat_jobs
+
+    modes = all_modes()
+    jobs = [ModeJob(modes["vllm"], ["diffusers", "bundled"], "/envs/vllm/bin/python"),
+            ModeJob(modes["plain"], ["diffusers"])]
+    first = {
+        "vllm": ModeOutcome(run=ModeRun(status="ok"), child=None, candidates={
+            "diffusers[vllm]": CandidateResult(source="x", has_backward=True),
+            "bundled": CandidateUnavailable(unavailable="no CUDA device", status="unavailable")}),
+        "plain": ModeOutcome(run=ModeRun(status="crashed"), child=None, candidates={}),
+    }
+    assert repeat_jobs(jobs, first) == [ModeJob(modes["vllm"], ["diffusers"], "/envs/vllm/bin/python")]

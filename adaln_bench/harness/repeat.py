@@ -153,7 +153,7 @@ def repeat_jobs(jobs: Sequence[ModeJob], first: dict[str, ModeOutcome]) -> list[
         keep = [c for c in job.candidates
                 if isinstance(outcome.candidates.get(get(c).report_name(job.mode.name)), CandidateResult)]
         if keep:
-            out.append(ModeJob(job.mode, keep))
+            out.append(replace(job, candidates=keep))  # the same interpreter (--python) for every repetition
     return out
 
 
