@@ -15,10 +15,14 @@ from adaln_bench.harness.probes import Runner
 from adaln_bench.reports.schema import Fingerprint
 
 
-def sha256(t: torch.Tensor) -> str:
-    """SHA-256 of a tensor's bytes, read straight from host memory: numpy is not a dependency."""
+def host_bytes(t: torch.Tensor) -> bytes:
+    """A tensor's bytes, read straight from host memory: numpy is not a dependency."""
     host = t.detach().contiguous().cpu()
-    return hashlib.sha256(ctypes.string_at(host.data_ptr(), host.numel() * host.element_size())).hexdigest()
+    return ctypes.string_at(host.data_ptr(), host.numel() * host.element_size())
+
+
+def sha256(t: torch.Tensor) -> str:
+    return hashlib.sha256(host_bytes(t)).hexdigest()
 
 
 def fingerprint(run: Runner) -> Fingerprint:

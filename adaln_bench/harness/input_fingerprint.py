@@ -7,22 +7,21 @@ So each child hashes what it drew, and the report flags a mode whose inputs diff
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 
 import torch
 
 from adaln_bench.harness import plan as P
+from adaln_bench.harness.fingerprint import host_bytes
 from adaln_bench.harness.inputs import Params, make_temb, make_upstream
 from adaln_bench.harness.shapes import Shape
 from adaln_bench.reports.schema import InputFingerprint
 
 
 def tensor_sha256(t: torch.Tensor) -> str:
-    """SHA-256 of a tensor's bytes, its dtype and shape, read from host memory (numpy is optional)."""
-    host = t.detach().contiguous().cpu()
-    digest = hashlib.sha256(f"{host.dtype}{tuple(host.shape)}".encode())
-    digest.update(ctypes.string_at(host.data_ptr(), host.numel() * host.element_size()))
+    """SHA-256 of a tensor's dtype, shape and bytes."""
+    digest = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
+    digest.update(host_bytes(t))
     return digest.hexdigest()
 
 
