@@ -51,8 +51,9 @@ def plan_work(plan: P.ProbePlan) -> Work:
     runs += len(plan.seeds) * per_seed_runs
     rows += len(plan.seeds) * per_seed_rows
     draws = random_rows.draw(plan.random_rows)
-    runs += random_rows.planned_runs(plan.random_rows)
-    rows += sum(d.size for d in draws) + len({d.batch[p] for d in draws for p in d.positions})
+    alone = random_rows.probed_rows(draws)
+    runs += len(draws) + len(alone)
+    rows += sum(d.size for d in draws) + len(alone)
     calls = WARMUP + SAMPLES
     for t in plan.accuracy_sizes:
         runs += 2 + 2 * calls

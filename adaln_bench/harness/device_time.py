@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Optional, Protocol, Sequence
 
+from adaln_bench.reports.stats import median
+
 Method = Literal["cuda_graph", "queued"]
 METHODS: tuple[str, ...] = ("cuda_graph", "queued")
 
@@ -89,12 +91,6 @@ class DeviceTiming:
 
 
 # --- pure parts --------------------------------------------------------------------------------------
-
-
-def median(values: Sequence[float]) -> float:
-    s = sorted(values)
-    mid = len(s) // 2
-    return float(s[mid]) if len(s) % 2 else (s[mid - 1] + s[mid]) / 2.0
 
 
 def relative_noise(samples: Sequence[float]) -> float:

@@ -45,10 +45,15 @@ def draw(plan: RandomRowsPlan) -> list[Draw]:
     return draws
 
 
+def probed_rows(draws: list[Draw]) -> set[int]:
+    """The distinct rows the probe runs alone (each once, however often it is drawn)."""
+    return {d.batch[p] for d in draws for p in d.positions}
+
+
 def planned_runs(plan: RandomRowsPlan) -> int:
     """Runs the probe makes (a batch per size, one alone-run per distinct probed row): the progress bar's share."""
     draws = draw(plan)
-    return len(draws) + len({d.batch[p] for d in draws for p in d.positions})
+    return len(draws) + len(probed_rows(draws))
 
 
 def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = _noop) -> RandomRowsCounts:
