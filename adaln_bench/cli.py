@@ -14,6 +14,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from adaln_bench.commands.diff import diff_command  # noqa: E402
 from adaln_bench.commands.fidelity import fidelity_command  # noqa: E402
+from adaln_bench.commands.kernel_bench import kernel_bench_command  # noqa: E402
 from adaln_bench.commands.listing import candidates_command, env_command, modes_command  # noqa: E402
 from adaln_bench.commands.plot import plot_command  # noqa: E402
 from adaln_bench.commands.report import report_command  # noqa: E402
@@ -37,6 +38,7 @@ app.command("run")(run_command)
 app.command("report")(report_command)
 app.command("diff")(diff_command)
 app.command("fidelity")(fidelity_command)
+app.command("kernel-bench")(kernel_bench_command)
 app.command("plot")(plot_command)
 app.command("modes")(modes_command)
 app.command("candidates")(candidates_command)

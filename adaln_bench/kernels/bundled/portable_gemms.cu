@@ -1,12 +1,19 @@
 // Portable path: CUTLASS 2.x GemmUniversal on mma.sync m16n8k16 (sm80 and later: builds for sm_90a and sm_100a).
-// Same recipe as the sm90 path: one tile shape per GEMM for every T, no split-K, forward epilogue fma(1, acc, bias)
-// in fp32 then one bf16 rounding; d_act per fixed N-chunk with a fresh accumulator (batched GEMM, fp32 out).
+// Same recipe as the sm90 path: no split-K, forward epilogue fma(1, acc, bias) in fp32 then one bf16 rounding;
+// d_act per fixed N-chunk with a fresh accumulator (batched GEMM, fp32 out). Every element is one mma.sync
+// chain over k in order, 16 at a time, whatever the tile: the forward and d_act may pick their tile by T
+// (ADALN_PORTABLE_TIERS), dW (K = T, only repeatable) has one tile.
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/thread/linear_combination.h"
 #include "cutlass/gemm/device/gemm_universal.h"
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
 #include "cutlass_run.cuh"
 #include "gemms.h"
+
+// 0: one tile per GEMM for every T (v2); 1: wider tiles above T = 64 (forward) / T block 64 (d_act).
+#ifndef ADALN_PORTABLE_TIERS
+#define ADALN_PORTABLE_TIERS 0
+#endif
 
 namespace adaln {
 namespace {
@@ -15,50 +22,78 @@ using RowMajor = cutlass::layout::RowMajor;
 using ColumnMajor = cutlass::layout::ColumnMajor;
 using Inst = cutlass::gemm::GemmShape<16, 8, 16>;
 using Swizzle = cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<8>;
+template <int M, int N, int K>
+using Shape = cutlass::gemm::GemmShape<M, N, K>;
 
 // Forward, M = T, N = N_out, K = D: A = act (T, D) row-major, B = W^T (W row-major (N_out, D) is B column-major),
 // C = bias broadcast over rows (ldc = 0, beta = 1), D = Y (T, N_out) row-major.
+template <class Block, class Warp, int Stages>
 using GemmFwd = cutlass::gemm::device::GemmUniversal<
     bf16, RowMajor, bf16, ColumnMajor, bf16, RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
-    cutlass::gemm::GemmShape<64, 256, 32>, cutlass::gemm::GemmShape<64, 64, 32>, Inst,
-    cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, 4, 8, 8>;
+    Block, Warp, Inst, cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, Stages, 8, 8>;
 
 // d_act partials, M = Tb, N = D, K = chunk, batched over chunks: A = dY block (ld N), B = W chunk (row-major, ld D).
+template <class Block, class Warp, int Stages>
 using GemmDact = cutlass::gemm::device::GemmUniversal<
     bf16, RowMajor, bf16, RowMajor, float, RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
-    cutlass::gemm::GemmShape<64, 128, 32>, cutlass::gemm::GemmShape<32, 64, 32>, Inst,
-    cutlass::epilogue::thread::LinearCombination<float, 4, float, float>, Swizzle, 4, 8, 8>;
+    Block, Warp, Inst, cutlass::epilogue::thread::LinearCombination<float, 4, float, float>, Swizzle, Stages, 8, 8>;
 
 // dW, M = N_out, N = D, K = T: A = dY^T (dY row-major (T, N_out) is A column-major), B = act (T, D) row-major.
+template <class Block, class Warp, int Stages>
 using GemmDw = cutlass::gemm::device::GemmUniversal<
     bf16, ColumnMajor, bf16, RowMajor, bf16, RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
-    cutlass::gemm::GemmShape<128, 128, 32>, cutlass::gemm::GemmShape<64, 64, 32>, Inst,
-    cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, 4, 8, 8>;
+    Block, Warp, Inst, cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, Stages, 8, 8>;
 
+using FwdSmall = GemmFwd<Shape<64, 256, 32>, Shape<64, 64, 32>, 4>;
+using DactSmall = GemmDact<Shape<64, 128, 32>, Shape<32, 64, 32>, 4>;
+#if ADALN_PORTABLE_TIERS
+using FwdLarge = GemmFwd<Shape<128, 256, 32>, Shape<64, 64, 32>, 3>;
+using DactLarge = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
+using Dw = GemmDw<Shape<128, 256, 32>, Shape<64, 64, 32>, 3>;
+#else
+using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
+#endif
+
+template <class Gemm>
+int fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, void* ws,
+        size_t ws_bytes, cudaStream_t stream, Err err) {
+  typename Gemm::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(T), int(N), int(D)}, 1, {1.0f, 1.0f},
+                                act, W, bias, Y, 0, 0, 0, 0, D, D, 0, N);
+  return run_cutlass<Gemm>(args, ws, ws_bytes, stream, err, "forward GEMM (portable)");
+}
+
+template <class Gemm>
+int dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L, int64_t kchunk,
+         int64_t plane, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
+  typename Gemm::Arguments args(cutlass::gemm::GemmUniversalMode::kBatched, {int(Tb), int(D), int(kchunk)}, int(L),
+                                {1.0f, 0.0f}, dY, W, partial, partial, kchunk, kchunk * D, plane, plane, N, D, D, D);
+  return run_cutlass<Gemm>(args, ws, ws_bytes, stream, err, "d_act GEMM (portable)");
+}
 }  // namespace
 
 int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
              void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   (void)sm_count;
-  typename GemmFwd::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(T), int(N), int(D)}, 1,
-                                   {1.0f, 1.0f}, act, W, bias, Y, 0, 0, 0, 0, D, D, 0, N);
-  return run_cutlass<GemmFwd>(args, ws, ws_bytes, stream, err, "forward GEMM (portable)");
+#if ADALN_PORTABLE_TIERS
+  if (T > 64) return fwd<FwdLarge>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
+#endif
+  return fwd<FwdSmall>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
 }
 
 int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
               int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   (void)sm_count;
-  typename GemmDact::Arguments args(cutlass::gemm::GemmUniversalMode::kBatched, {int(Tb), int(D), int(kchunk)},
-                                    int(L), {1.0f, 0.0f}, dY, W, partial, partial, kchunk, kchunk * D, plane, plane, N,
-                                    D, D, D);
-  return run_cutlass<GemmDact>(args, ws, ws_bytes, stream, err, "d_act GEMM (portable)");
+#if ADALN_PORTABLE_TIERS
+  if (Tb > 64) return dact<DactLarge>(W, dY, partial, Tb, D, N, L, kchunk, plane, ws, ws_bytes, stream, err);
+#endif
+  return dact<DactSmall>(W, dY, partial, Tb, D, N, L, kchunk, plane, ws, ws_bytes, stream, err);
 }
 
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
             size_t ws_bytes, cudaStream_t stream, Err err) {
   (void)sm_count;
-  typename GemmDw::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(N), int(D), int(T)}, 1, {1.0f, 0.0f},
-                                  dY, act, dW, dW, 0, 0, 0, 0, N, D, D, D);
-  return run_cutlass<GemmDw>(args, ws, ws_bytes, stream, err, "dW GEMM (portable)");
+  typename Dw::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(N), int(D), int(T)}, 1, {1.0f, 0.0f}, dY,
+                              act, dW, dW, 0, 0, 0, 0, N, D, D, D);
+  return run_cutlass<Dw>(args, ws, ws_bytes, stream, err, "dW GEMM (portable)");
 }
 }  // namespace adaln

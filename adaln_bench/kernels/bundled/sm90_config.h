@@ -1,22 +1,60 @@
-// Tile configuration of the sm90 path (compile-time; defaults are the shipped recipe). Variants for
-// experiments are built with -D overrides (build.py --define), which also change the cache key.
-// Shipped (v2, measured on the H200 as the "sm90_dispatch" build, see NOTES.md): fwd and d_act 128x128x64
-// tiles, with a 128x64x64 tile (wgmma m64n64k16 instead of m64n128k16) when T (fwd) or the T block (d_act)
-// is <= 64; dW 128x256x64. The H200 showed identical bits across the switch (and against single-config
-// 128x128 and 128x64 builds, and against the mma.sync path) on every row tested.
+// Tile configuration of the sm90 path (compile-time; the defaults are the shipped recipe). Experiment
+// variants are built with -D overrides (build.py --define), which also change the cache key.
+//
+// Forward and d_act pick a tile by T (the forward) or by the T block (d_act, <= 256 rows), in tiers:
+//   tier 0: T <= ADALN_TIER0_MAX (0 = no such tier), tile TIER0_TM x TIER0_TN x TIER0_TK, pingpong if
+//           TIER0_PINGPONG
+//   tier 1: T <= ADALN_TIER1_MAX, tile TIER1_TM x TIER1_TN x TIER1_TK, pingpong if TIER1_PINGPONG
+//   tier 2: T <= ADALN_TIER2_MAX (0 = none), cooperative 128 x TIER2_TN
+//   tier 3: otherwise, cooperative 128 x TIER3_TN, cluster TIER3_CLUSTER_M x 1
+// A switch with T is allowed only because the H200 gave identical bits across every tile shape and schedule
+// tried (wgmma m64nNk16 for N = 16 ... 256, and mma.sync): re-check on any new GPU, CUTLASS or nvcc.
+// dW (K = T: only repeatable, never compared across batches) has one configuration.
+//
+// Shipped v2 ("sm90_dispatch", NOTES.md): tier 1 = 128x64 for T <= 64, tier 3 = 128x128; dW 128x256.
 #pragma once
 
-#ifndef ADALN_FWD_TM
-#define ADALN_FWD_TM 128
+#ifndef ADALN_TIER0_MAX
+#define ADALN_TIER0_MAX 0
 #endif
-#ifndef ADALN_FWD_TN
-#define ADALN_FWD_TN 128
+#ifndef ADALN_TIER0_TM
+#define ADALN_TIER0_TM 128
 #endif
-#ifndef ADALN_DACT_TM
-#define ADALN_DACT_TM 128
+#ifndef ADALN_TIER0_TN
+#define ADALN_TIER0_TN 16
 #endif
-#ifndef ADALN_DACT_TN
-#define ADALN_DACT_TN 128
+#ifndef ADALN_TIER0_TK
+#define ADALN_TIER0_TK 64
+#endif
+#ifndef ADALN_TIER0_PINGPONG
+#define ADALN_TIER0_PINGPONG false
+#endif
+#ifndef ADALN_TIER1_MAX
+#define ADALN_TIER1_MAX 64
+#endif
+#ifndef ADALN_TIER1_TM
+#define ADALN_TIER1_TM 128
+#endif
+#ifndef ADALN_TIER1_TN
+#define ADALN_TIER1_TN 64
+#endif
+#ifndef ADALN_TIER1_TK
+#define ADALN_TIER1_TK 64
+#endif
+#ifndef ADALN_TIER1_PINGPONG
+#define ADALN_TIER1_PINGPONG false
+#endif
+#ifndef ADALN_TIER2_MAX
+#define ADALN_TIER2_MAX 0
+#endif
+#ifndef ADALN_TIER2_TN
+#define ADALN_TIER2_TN 128
+#endif
+#ifndef ADALN_TIER3_TN
+#define ADALN_TIER3_TN 128
+#endif
+#ifndef ADALN_TIER3_CLUSTER_M
+#define ADALN_TIER3_CLUSTER_M 1
 #endif
 #ifndef ADALN_DW_TM
 #define ADALN_DW_TM 128
@@ -24,19 +62,19 @@
 #ifndef ADALN_DW_TN
 #define ADALN_DW_TN 256
 #endif
-// Small-T tile for the forward and d_act GEMMs (0 = off: one tile config for every T). When on, a T (or
-// T block) <= ADALN_SMALL_T_MAX uses token tile ADALN_SMALL_TN; allowed only because the H200 showed
-// identical bits across the switch (re-check on any new GPU, CUTLASS or nvcc).
-#ifndef ADALN_SMALL_T_MAX
-#define ADALN_SMALL_T_MAX 64
+#ifndef ADALN_DW_CLUSTER_M
+#define ADALN_DW_CLUSTER_M 1
 #endif
-#ifndef ADALN_SMALL_TN
-#define ADALN_SMALL_TN 64
+#ifndef ADALN_DW_PINGPONG
+#define ADALN_DW_PINGPONG false
 #endif
 
 #define ADALN_STR2(x) #x
 #define ADALN_STR(x) ADALN_STR2(x)
-#define ADALN_SM90_CONFIG                                                                                 \
-  "tiles fwd " ADALN_STR(ADALN_FWD_TM) "x" ADALN_STR(ADALN_FWD_TN) "x64, d_act " ADALN_STR(ADALN_DACT_TM) \
-  "x" ADALN_STR(ADALN_DACT_TN) "x64, dW " ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN)                \
-  "x64, cluster 1x1; small-T tile: T<=" ADALN_STR(ADALN_SMALL_T_MAX) " -> N " ADALN_STR(ADALN_SMALL_TN)
+#define ADALN_SM90_CONFIG                                                                                         \
+  "fwd/d_act tiers: T<=" ADALN_STR(ADALN_TIER0_MAX) " " ADALN_STR(ADALN_TIER0_TM) "x" ADALN_STR(ADALN_TIER0_TN)   \
+  "x" ADALN_STR(ADALN_TIER0_TK) " pp=" ADALN_STR(ADALN_TIER0_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER1_MAX) " " ADALN_STR(ADALN_TIER1_TM) "x"      \
+  ADALN_STR(ADALN_TIER1_TN) "x" ADALN_STR(ADALN_TIER1_TK) " pp=" ADALN_STR(ADALN_TIER1_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER2_MAX) " 128x"     \
+  ADALN_STR(ADALN_TIER2_TN) ", else 128x" ADALN_STR(ADALN_TIER3_TN) " cluster " ADALN_STR(ADALN_TIER3_CLUSTER_M)  \
+  "x1 (tiers 2, 3: k 64; 0 = tier off); dW " ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) " cluster "                    \
+  ADALN_STR(ADALN_DW_CLUSTER_M) "x1 pp=" ADALN_STR(ADALN_DW_PINGPONG)

@@ -1,0 +1,146 @@
+"""`adaln-bench kernel-bench`: the bundled kernel's code paths against the plain cuBLAS path, in device time.
+
+In each of --processes fresh processes (adaln_bench/kernels/bench/child.py) every subject is timed at every
+T, forward and forward + backward, by CUDA-graph replay; the table gives the median over processes, the
+ratio to cuBLAS, TB/s, TFLOP/s and the fraction of the floor (kernels/bench/floors.py). The first process
+also checks bits (kernels/bench/bits.py) and accuracy. Writes kernel_bench.<commit>.json and .md into --out.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from adaln_bench.errors import UserError
+
+DEFAULT_SIZES = "1,3,4,64,256,2048"
+
+
+def _sizes(text: str, what: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{what} takes token counts like 1,64,2048, not {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise UserError(f"{what} takes positive token counts, not {text!r}")
+    return sizes
+
+
+def _run_process(config_path: Path, index: int, out: Path, timeout_s: float) -> tuple[Optional[dict], str]:
+    result_path = out / f".kernel_bench.proc{index}.json"
+    log_path = out / f"kernel_bench.proc{index}.log"
+    cmd = [sys.executable, "-m", "adaln_bench.kernels.bench.child", str(config_path), str(result_path)]
+    with open(log_path, "w") as log:
+        try:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            return None, f"process {index}: timed out after {timeout_s:.0f} s (log: {log_path})"
+    if rc != 0 or not result_path.exists():
+        return None, f"process {index}: exit status {rc} (log: {log_path})"
+    data = json.loads(result_path.read_text())
+    result_path.unlink()
+    return data, ""
+
+
+def kernel_bench_command(
+    library: Optional[List[str]] = typer.Option(
+        None, "--library", "-l",
+        help="A bundled library: sm90, portable, or NAME=PATH:DEFINE,DEFINE (an sm90_config.h variant). "
+             "Repeatable; default: every code path this GPU can run."),
+    sizes: str = typer.Option(DEFAULT_SIZES, help="Token counts T, comma-separated."),
+    processes: int = typer.Option(3, min=1, help="Fresh processes; each figure is the median over them."),
+    entries: bool = typer.Option(True, help="Also time each C entry point alone (forward, d_temb, dW, db)."),
+    bits: bool = typer.Option(True, help="Check invariance and bits across libraries (first process)."),
+    accuracy_sizes: str = typer.Option("64,2048", help="T at which errors against FP64 are measured."),
+    shape: str = typer.Option("h3", help="Shape preset."),
+    out: Path = typer.Option(Path("kernel-bench-out"), help="Directory for the JSON, Markdown and logs."),
+    name: Optional[str] = typer.Option(None, help="File stem (default kernel_bench.<commit>)."),
+    process_timeout: float = typer.Option(540.0, help="Seconds one process may take."),
+) -> None:
+    """Time the bundled kernel against cuBLAS at each T in device time (needs a CUDA GPU).
+
+    Exit 0 when every process ran and every library kept its bits across batch sizes; 1 when a library
+    was not invariant or a subject or process failed; 2 for bad input or no GPU.
+    """
+    from adaln_bench.harness.environment import tool_git_state
+    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.kernels.bench.subjects import SpecError, parse_library
+    from adaln_bench.kernels.bench.table import combine, entries_markdown, to_markdown
+    from adaln_bench.reports.io import write_text_atomic
+
+    size_list = _sizes(sizes, "--sizes")
+    acc_list = _sizes(accuracy_sizes, "--accuracy-sizes") if accuracy_sizes else []
+    if shape not in PRESETS:
+        raise UserError(f"--shape {shape!r}: known presets are {', '.join(PRESETS)}")
+    try:
+        specs = [parse_library(x) for x in library or []]
+    except SpecError as exc:
+        raise UserError(str(exc)) from None
+    if len({s.name for s in specs}) != len(specs):
+        raise UserError("--library: two libraries have the same name")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UserError("kernel-bench times CUDA kernels: no CUDA GPU is visible here")
+    major, minor = torch.cuda.get_device_capability(0)
+    libraries = list(library or (["sm90", "portable"] if (major, minor) == (9, 0) else ["portable"]))
+    commit, dirty = tool_git_state()
+    stem = name or f"kernel_bench.{(commit or 'nocommit')[:7]}{'-dirty' if dirty else ''}"
+    out.mkdir(parents=True, exist_ok=True)
+    config = {"shape": shape, "sizes": size_list, "libraries": libraries, "entries": entries}
+    runs, errors = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(processes):
+            cfg = dict(config, bits=bits and i == 0, accuracy_sizes=acc_list if i == 0 else [])
+            path = Path(tmp) / f"config{i}.json"
+            path.write_text(json.dumps(cfg))
+            typer.echo(f"kernel-bench: process {i + 1} of {processes} ...", err=True)
+            data, err = _run_process(path, i, out, process_timeout)
+            if data is None:
+                errors.append(err)
+                typer.echo(f"kernel-bench: {err}", err=True)
+            else:
+                runs.append(data)
+    if not runs:
+        raise typer.Exit(1)
+    combined = combine(runs, PRESETS[shape])
+    first = runs[0]
+    doc = {
+        "tool": {"commit": commit, "dirty": dirty, "torch": torch.__version__, "cuda": torch.version.cuda},
+        "device": {"name": torch.cuda.get_device_name(0), "capability": f"{major}.{minor}"},
+        "shape": shape, "processes": len(runs), "process_errors": errors,
+        "subjects": first.get("subjects", {}), "combined": combined,
+        "subject_errors": sorted({k: v for r in runs for k, v in r.get("errors", {}).items()}.items()),
+        "bits": first.get("bits"), "accuracy": first.get("accuracy"),
+        "per_process": [{k: r.get(k) for k in ("times", "entries", "wall_s")} for r in runs],
+    }
+    md = [f"# kernel-bench {stem}\n", f"{doc['device']['name']}, torch {torch.__version__}, {len(runs)} process(es); "
+          "device time (CUDA-graph replay), median over processes.\n", to_markdown(combined)]
+    ent = entries_markdown(runs)
+    if ent:
+        md += ["\nC entry points alone (µs):\n", ent]
+    not_invariant = []
+    if doc["bits"]:
+        md.append("\nBits (rows compared with the whole 2048-row batch; other libraries with the first):\n")
+        for lib, r in doc["bits"]["libraries"].items():
+            md.append(f"- {lib}: {json.dumps(r)}\n")
+            if not r.get("invariant", False):
+                not_invariant.append(lib)
+    if doc["accuracy"]:
+        md.append("\nErrors against FP64:\n")
+        for subj, by_t in doc["accuracy"].items():
+            md.append(f"- {subj}: {json.dumps(by_t)}\n")
+    for key, err in doc["subject_errors"]:
+        md.append(f"\nFAILED {key}: {err}\n")
+    text = "".join(md)
+    write_text_atomic(json.dumps(doc, indent=1) + "\n", out / f"{stem}.json")
+    write_text_atomic(text, out / f"{stem}.md")
+    typer.echo(text)
+    failed = bool(errors or doc["subject_errors"] or not_invariant)
+    raise typer.Exit(1 if failed else 0)

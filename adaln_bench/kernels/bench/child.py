@@ -1,0 +1,132 @@
+"""One process of `kernel-bench`: every subject at every T, forward and forward + backward, in device time.
+
+Run as ``python -m adaln_bench.kernels.bench.child CONFIG.json OUT.json`` by the command (one process per
+repetition, so that each figure is a median over processes). Subjects are interleaved within each T, so a
+clock drift during the run moves all of them alike. Device time is `harness/device_time.py`'s (CUDA-graph
+replay); forward + backward is the harness's step (fresh leaves, forward, backward with ones), so these
+figures and a report's `device_time` are the same measurement.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+from adaln_bench.harness import plan as P
+from adaln_bench.harness.device_time import StopRule, measure_device_time
+from adaln_bench.harness.inputs import Params, make_params, make_temb, make_upstream
+from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.kernels.bench import bits
+from adaln_bench.kernels.bench.subjects import Subject, cublas_subject, library_subject, parse_library
+from adaln_bench.shape import Shape
+
+# Tighter caps than a report's: many subjects x sizes per process, each at its 0.5 % noise target.
+RULE = StopRule(target=0.005, min_samples=20, max_samples=300, max_seconds=2.0)
+
+
+def log(*parts: object) -> None:
+    print(" ".join(str(p) for p in parts), file=sys.stderr, flush=True)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> dict:
+    t = measure_device_time(fn, device, "cuda_graph", RULE)
+    return {"us": t.median_us, "noise": t.rel_noise, "samples": len(t.samples_us), "throttled": t.throttled,
+            "sm_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after]}
+
+
+def forward_and_step(subject: Subject, params: Params, shape: Shape, tokens: int, device: torch.device):
+    temb = make_temb(tokens, shape, P.ACCURACY_SEED, device)
+    ones = torch.ones((tokens, shape.out_features), dtype=torch.bfloat16, device=device)
+
+    def forward() -> None:
+        with torch.no_grad():
+            subject.forward(temb, params.weight, params.bias)
+
+    def step() -> None:
+        t = temb.detach().requires_grad_()
+        w = params.weight.detach().requires_grad_()
+        b = params.bias.detach().requires_grad_()
+        subject.forward(t, w, b).backward(ones)
+
+    return forward, step
+
+
+def _stream(device: torch.device) -> Optional[int]:
+    """The current stream at call time (a graph capture runs on a side stream); None off CUDA (tests)."""
+    return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+
+
+def entry_points(lib, shape: Shape, params: Params, tokens: int, device: torch.device) -> dict[str, Callable[[], None]]:
+    """Each C entry point alone on preallocated buffers: where a library's time goes."""
+    d, n = shape.dim, shape.out_features
+    temb = make_temb(tokens, shape, P.ACCURACY_SEED, device)
+    dy = make_upstream((tokens, n), torch.bfloat16, P.ACCURACY_UPSTREAM_SEED, device)
+    act = torch.empty(tokens, d, dtype=torch.bfloat16, device=device)
+    y = torch.empty(tokens, n, dtype=torch.bfloat16, device=device)
+    dtemb = torch.empty(tokens, d, device=device)
+    dw = torch.empty(n, d, dtype=torch.bfloat16, device=device)
+    db = torch.empty(n, dtype=torch.bfloat16, device=device)
+    scratch_bytes = max(lib.dtemb_scratch_bytes(tokens, d, n), lib.gemm_ws_bytes)
+    scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
+    index = device.index or 0
+
+    def ptr(t: Optional[torch.Tensor]) -> Optional[int]:
+        return None if t is None else t.data_ptr()
+
+    def backward(out_dtemb, out_dw, out_db) -> Callable[[], None]:
+        return lambda: lib.backward(ptr(dy), ptr(params.weight), ptr(temb), ptr(act), ptr(out_dtemb), ptr(out_dw),
+                                    ptr(out_db), tokens, d, n, ptr(scratch), scratch_bytes, index, _stream(device))
+
+    def forward() -> None:
+        lib.forward(ptr(temb), ptr(params.weight), ptr(params.bias), ptr(act), ptr(y), tokens, d, n, ptr(scratch),
+                    lib.gemm_ws_bytes, index, _stream(device))
+
+    forward()  # act for the backward entries
+    return {"fwd": forward, "d_temb": backward(dtemb, None, None), "dW": backward(None, dw, None),
+            "db": backward(None, None, db)}
+
+
+def measure(config: dict) -> dict:
+    device = torch.device("cuda", 0)
+    shape = PRESETS[config["shape"]] if config["shape"] in PRESETS else Shape(*config["shape"])
+    params = make_params(shape, device)
+    subjects = [cublas_subject()] + [library_subject(parse_library(s), device, log=log) for s in config["libraries"]]
+    out: dict = {"subjects": {s.name: s.info for s in subjects}, "times": {}, "entries": {}, "errors": {}}
+    for tokens in config["sizes"]:
+        for s in subjects:
+            key = f"{s.name}@{tokens}"
+            try:
+                forward, step = forward_and_step(s, params, shape, tokens, device)
+                row = {"fwd": timed(forward, device), "fwd_bwd": timed(step, device)}
+                if config.get("entries") and s.library is not None:
+                    row_e = {k: timed(f, device) for k, f in entry_points(s.library, shape, params, tokens,
+                                                                           device).items()}
+                    out["entries"].setdefault(s.name, {})[str(tokens)] = row_e
+                out["times"].setdefault(s.name, {})[str(tokens)] = row
+                log(f"[time] T={tokens} {s.name}: fwd {row['fwd']['us']:.1f} fwd+bwd {row['fwd_bwd']['us']:.1f} µs")
+            except Exception as exc:  # noqa: BLE001 - one subject failing keeps the others' figures
+                out["errors"][key] = f"{type(exc).__name__}: {exc}"
+                log(f"[error] {key}: {out['errors'][key]}")
+            torch.cuda.empty_cache()
+    if config.get("bits"):
+        bundled = [s for s in subjects if s.library is not None]
+        out["bits"] = bits.check(bundled, params, shape, device, log=log)
+        out["accuracy"] = bits.accuracy(subjects, params, shape, device, config.get("accuracy_sizes", []))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    config = json.loads(Path(argv[0]).read_text())
+    started = time.monotonic()
+    result = measure(config)
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    Path(argv[1]).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call for the bundled kernel: the carried wheels and prebuilt libraries, then
+# `adaln-bench kernel-bench` with the given options (output under $OUT), optionally the bundled kernel's GPU
+# tests (cold start included) on the shipped build.
+# Usage (on the GPU machine, from the repo root): bash scripts/device_kernel_bench.sh [kernel-bench options…]
+#   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (pydantic, nvidia-cutlass)
+#   .carry/kernel-cache, when carried: prebuilt libraries (else they are built there, from CUTLASS's wheel)
+#   GPU_TESTS=1: pytest tests/gpu/test_bundled_gpu.py and tests/gpu/test_cold_start_gpu.py afterwards
+#   ADALN_BENCH_COMMIT / ADALN_BENCH_DIRTY: the commit to record (the copy there may have no usable .git)
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+WHEELS=${WHEELS:-.carry/whl}
+mkdir -p "$OUT"
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
+    > "$OUT/pip.log" 2>&1 || { cat "$OUT/pip.log"; exit 1; }
+fi
+export PYTHONPATH=/tmp/site:$PWD:$PWD/tests
+if [ -d .carry/kernel-cache ]; then
+  mkdir -p /tmp/kernel-cache && cp -r .carry/kernel-cache/. /tmp/kernel-cache/
+  export ADALN_BENCH_KERNEL_CACHE=/tmp/kernel-cache
+fi
+if [ -d /tmp/site/cutlass_library/source/include ]; then
+  export ADALN_BENCH_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
+start=$(date +%s)
+python3 -m adaln_bench kernel-bench --out "$OUT" "$@" > "$OUT/kernel_bench.stdout" 2> "$OUT/kernel_bench.stderr"
+rc=$?
+echo "kernel-bench exit $rc after $(( $(date +%s) - start )) s"
+tail -n 4 "$OUT/kernel_bench.stderr"
+if [ -n "${GPU_TESTS:-}" ]; then
+  timeout "${GPU_TESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu tests/gpu/test_bundled_gpu.py tests/gpu/test_cold_start_gpu.py \
+    > "$OUT/gpu-tests.log" 2>&1
+  echo "gpu tests exit $?"; tail -n 5 "$OUT/gpu-tests.log"
+fi
+cat "$OUT/kernel_bench.stdout"
+exit $rc

@@ -1,0 +1,137 @@
+"""`adaln-bench kernel-bench` on the CPU: its floors, library names, combining of processes, table, bits
+check and entry-point calls (with the replay and a fake C library), and its refusals."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adaln_bench.harness.inputs import make_params
+from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.kernels.bench import bits, child
+from adaln_bench.kernels.bench.floors import forward_backward_work, forward_work, rates
+from adaln_bench.kernels.bench.subjects import SpecError, parse_library
+from adaln_bench.kernels.bench.table import combine, entries_markdown, to_markdown
+from adaln_bench.kernels.diffusers_baseline import replay
+from tests.conftest import run_cli
+
+H3 = PRESETS["h3"]
+TINY = PRESETS["tiny"]
+CPU = torch.device("cpu")
+
+
+def test_floors_match_the_issue_figures_for_h3():
+    fwd1 = forward_work(H3, 1)
+    assert fwd1.bound == "bytes" and fwd1.floor_us == pytest.approx(126.0, abs=0.5)  # W once at 4.13 TB/s
+    fb1 = forward_backward_work(H3, 1)
+    assert fb1.bound == "bytes" and fb1.floor_us == pytest.approx(378.0, abs=1.5)  # 3 x 520 MB
+    fb2048 = forward_backward_work(H3, 2048)
+    assert fb2048.bound == "flops" and fb2048.floor_us == pytest.approx(4046, abs=5)  # 3 GEMMs at 790 TFLOP/s
+    at_floor = rates(fb2048, fb2048.floor_us)
+    assert at_floor["of_floor"] == pytest.approx(1.0) and at_floor["tflops"] == pytest.approx(790, rel=1e-6)
+    assert rates(fwd1, 2 * fwd1.floor_us)["tbps"] == pytest.approx(4.13 / 2, rel=1e-3)
+
+
+@pytest.mark.parametrize("text, expect", [
+    ("sm90", ("sm90", "sm90", ())),
+    ("portable", ("portable", "portable", ())),
+    ("v3=sm90:ADALN_TIER3_TN=256,ADALN_DW_TN=192", ("v3", "sm90", ("ADALN_TIER3_TN=256", "ADALN_DW_TN=192"))),
+    ("old=/tmp/x/libadaln_bundled.so", ("old", "file", ())),
+])
+def test_library_names(text, expect):
+    spec = parse_library(text)
+    assert (spec.name, spec.path, spec.defines) == expect
+
+
+@pytest.mark.parametrize("text", ["sm80", "x=sm90:TN=256", "cublas=sm90", "a b=sm90", "v=sm90:ADALN_X="])
+def test_bad_library_names_are_refused(text):
+    with pytest.raises(SpecError):
+        parse_library(text)
+
+
+def _process(fwd_cublas, fwd_lib, fb_cublas, fb_lib):
+    row = lambda f, b: {"fwd": {"us": f}, "fwd_bwd": {"us": b}}  # noqa: E731
+    return {"times": {"cublas": {"1": row(fwd_cublas, fb_cublas)}, "sm90": {"1": row(fwd_lib, fb_lib)}},
+            "entries": {"sm90": {"1": {k: {"us": v} for k, v in
+                                       (("fwd", 130.0), ("d_temb", 140.0), ("dW", 150.0), ("db", 3.0))}}}}
+
+
+def test_combine_takes_the_median_over_processes_and_the_ratio_in_the_same_processes():
+    runs = [_process(130, 126, 420, 400), _process(128, 140, 430, 410), _process(135, 129, 500, 390)]
+    c = combine(runs, H3)
+    fwd = c["rows"]["sm90"]["1"]["fwd"]
+    assert fwd["us"] == 129 and fwd["per_process_us"] == [126, 140, 129]
+    assert fwd["vs_cublas"] == pytest.approx(129 / 130, abs=1e-4)
+    assert c["rows"]["cublas"]["1"]["fwd_bwd"]["vs_cublas"] == 1.0
+    assert fwd["of_floor"] == pytest.approx(forward_work(H3, 1).floor_us / 129, abs=1e-4)
+    table = to_markdown(c)
+    assert "| 1 | sm90 | 129.0 | 0.992 |" in table and table.count("\n") == 4
+    assert "| sm90 | 1 | 130.0 | 140.0 | 150.0 | 3.0 |" in entries_markdown(runs)
+
+
+def _invariant_forward(temb, w, b):
+    # Row by row, so no row can see its batch: the reference an invariant kernel must equal.
+    return torch.cat([replay(temb[i:i + 1], w, b) for i in range(temb.shape[0])])
+
+
+def _batch_dependent_forward(temb, w, b):
+    y = _invariant_forward(temb, w, b)
+    return y * (1.0 + 2.0 ** -6) if temb.shape[0] > 16 else y  # a tile switch that changes the bits
+
+
+def _inputs(n):
+    params = make_params(TINY, CPU)
+    temb = torch.randn(n, TINY.dim, generator=torch.Generator().manual_seed(0))
+    dy = torch.randn(n, TINY.out_features, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    return temb, dy, params
+
+
+def test_bits_pass_an_invariant_forward_and_count_a_batch_dependent_one():
+    temb, dy, params = _inputs(40)
+    good, _ = bits.check_one(_invariant_forward, temb, dy, params, sizes=(1, 16, 17, 39))
+    assert good["invariant"] and good["rows_compared"] == 1 + 16 + 17 + 39 + 3 + 40
+    bad, _ = bits.check_one(_batch_dependent_forward, temb, dy, params, sizes=(1, 16, 17, 39))
+    # The whole batch (40 > 16) is scaled: every prefix and single row of 16 or fewer differs from it.
+    assert not bad["invariant"] and bad["rows_differ"]["out"] == 1 + 16 + 3
+    assert {f["what"] for f in bad["failures"]} >= {"prefix 1", "prefix 16", "row 0 alone"}
+
+
+class FakeLibrary:
+    gemm_ws_bytes = 64
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def dtemb_scratch_bytes(self, t, d, n):
+        return 32 * t
+
+    def forward(self, temb, w, b, act, y, t, d, n, ws, ws_bytes, device, stream):
+        self.calls.append(("forward", t, d, n, ws_bytes, stream))
+
+    def backward(self, dy, w, temb, act, dtemb, dw, db, t, d, n, scratch, scratch_bytes, device, stream):
+        self.calls.append(("backward", dtemb is not None, dw is not None, db is not None, t, scratch_bytes))
+
+
+def test_each_entry_point_launches_only_its_part():
+    lib = FakeLibrary()
+    calls = child.entry_points(lib, TINY, make_params(TINY, CPU), 3, CPU)
+    assert list(calls) == ["fwd", "d_temb", "dW", "db"] and lib.calls == [("forward", 3, TINY.dim, TINY.out_features,
+                                                                         64, None)]
+    for f in calls.values():
+        f()
+    assert lib.calls[2:] == [("backward", True, False, False, 3, 96), ("backward", False, True, False, 3, 96),
+                             ("backward", False, False, True, 3, 96)]
+
+
+def test_cli_refuses_bad_input_in_one_line():
+    r = run_cli("kernel-bench", "--library", "v=sm80")
+    assert r.returncode == 2 and "code path must be one of sm90, portable" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("kernel-bench", "--sizes", "0,4")
+    assert r.returncode == 2 and "positive token counts" in r.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_cli_says_it_needs_a_gpu(tmp_path):
+    r = run_cli("kernel-bench", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "no CUDA GPU is visible here" in r.stderr
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
