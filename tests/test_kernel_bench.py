@@ -135,3 +135,27 @@ def test_cli_says_it_needs_a_gpu(tmp_path):
     r = run_cli("kernel-bench", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "no CUDA GPU is visible here" in r.stderr
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+def test_interleaved_sampling_takes_every_callable_in_turn_until_all_are_stable():
+    from adaln_bench.harness.device_time import StopRule, sample_interleaved
+
+    order: list[str] = []
+
+    def taker(name, value, jitter):
+        seen = [0]
+
+        def take(k):  # values spread evenly over value ± jitter (a golden-ratio sequence)
+            order.extend([name] * k)
+            seen[0] += k
+            return [value + jitter * (2 * ((i * 0.6180339887) % 1.0) - 1) for i in range(seen[0] - k, seen[0])]
+        return take
+
+    rule = StopRule(target=0.005, min_samples=20, max_samples=200, max_seconds=60, batch=10)
+    out = sample_interleaved({"a": taker("a", 100.0, 0.0), "b": taker("b", 200.0, 0.0)}, rule)
+    assert order[:40] == ["a"] * 10 + ["b"] * 10 + ["a"] * 10 + ["b"] * 10
+    assert {k: (len(v.samples_us), v.stop_reason) for k, v in out.items()} == {"a": (20, "stable"), "b": (20, "stable")}
+    # One noisy callable keeps the whole set sampling, up to the cap, and each keeps its own noise figure.
+    out = sample_interleaved({"a": taker("a", 100.0, 0.0), "noisy": taker("n", 100.0, 30.0)}, rule)
+    assert out["a"].stop_reason == "max_samples" and len(out["a"].samples_us) == 200
+    assert out["a"].rel_noise == 0.0 and out["noisy"].rel_noise > 0.005

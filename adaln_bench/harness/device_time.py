@@ -131,6 +131,30 @@ def sample_until_stable(take: Callable[[int], list[float]], rule: StopRule = Sto
         samples.extend(take(min(rule.batch, rule.max_samples - len(samples))))
 
 
+def sample_interleaved(takers: dict[str, Callable[[int], list[float]]], rule: StopRule = StopRule(),
+                       clock: Callable[[], float] = time.monotonic) -> dict[str, Sampling]:
+    """Several callables sampled in turn, `rule.batch` samples each per round, so that a clock that drifts
+    under sustained load (the H200's drops by up to 25 % at large T) moves all of them alike. Rounds go on
+    until every one is stable (after `min_samples`), or one reaches `max_samples`, or `max_seconds` (for the
+    whole set) pass; each gets the stop reason of the set."""
+    samples: dict[str, list[float]] = {name: [] for name in takers}
+    started = clock()
+    while True:
+        for name, take in takers.items():
+            samples[name] += take(rule.batch)
+        n = min(len(v) for v in samples.values())
+        noise = {name: relative_noise(v) for name, v in samples.items()}
+        reason: Optional[StopReason] = None
+        if n >= rule.min_samples and all(x <= rule.target for x in noise.values()):
+            reason = "stable"
+        elif n >= rule.max_samples:
+            reason = "max_samples"
+        elif clock() - started >= rule.max_seconds:
+            reason = "max_seconds"
+        if reason is not None:
+            return {name: Sampling(samples[name], noise[name], reason) for name in takers}
+
+
 def calls_for_span(one_call_us: float, target_span_us: float = TARGET_SPAN_US,
                    max_calls: int = MAX_CALLS_PER_SAMPLE) -> int:
     """How many calls one sample holds so that it spans about `target_span_us` of GPU time."""
@@ -406,6 +430,27 @@ def device_time_entry(fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None)
         entry.fwd_bwd_process_medians = [round(fwd_bwd.median_us, 3)]
         entry.fwd_bwd_method = fwd_bwd.method
     return entry
+
+
+def measure_interleaved(fns: dict[str, Callable[[], object]], device,
+                        rule: StopRule = StopRule()) -> dict[str, DeviceTiming]:
+    """Device time of several callables on `device`, each captured in its own CUDA graph and the graphs
+    replayed in turn (`sample_interleaved`): times to compare with each other, taken under the same clock."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        raise DeviceTimeError("interleaved device time needs CUDA")
+    with torch.cuda.device(device):
+        samplers = {name: _GraphSampler(fn) for name, fn in fns.items()}
+        before, source = read_sm_clock(device)
+        sampled = sample_interleaved({name: s.take for name, s in samplers.items()}, rule)
+        after, _ = read_sm_clock(device)
+    return {name: DeviceTiming(
+        method="cuda_graph", median_us=median(x.samples_us), samples_us=x.samples_us, rel_noise=x.rel_noise,
+        stop_reason=x.stop_reason, calls_per_sample=samplers[name].calls, sm_clock_mhz_before=before,
+        sm_clock_mhz_after=after, sm_clock_source=source, throttled=clock_dropped(before, after),
+        notes=list(samplers[name].notes)) for name, x in sampled.items()}
 
 
 def device_time_point(forward: Callable[[], object], step: Optional[Callable[[], object]], device,

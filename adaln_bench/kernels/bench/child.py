@@ -1,10 +1,11 @@
 """One process of `kernel-bench`: every subject at every T, forward and forward + backward, in device time.
 
 Run as ``python -m adaln_bench.kernels.bench.child CONFIG.json OUT.json`` by the command (one process per
-repetition, so that each figure is a median over processes). Subjects are interleaved within each T, so a
-clock drift during the run moves all of them alike. Device time is `harness/device_time.py`'s (CUDA-graph
-replay); forward + backward is the harness's step (fresh leaves, forward, backward with ones), so these
-figures and a report's `device_time` are the same measurement.
+repetition, so that each figure is a median over processes). At each T the subjects' graphs are replayed in
+turn (`device_time.measure_interleaved`): the H200's SM clock drops by up to 25 % under sustained bf16 load,
+and subjects timed one after another would each meet a different clock. Forward + backward is the harness's
+step (fresh leaves, forward, backward with ones), so these figures and a report's `device_time` measure the
+same thing.
 """
 from __future__ import annotations
 
@@ -17,25 +18,28 @@ from typing import Callable, Optional
 import torch
 
 from adaln_bench.harness import plan as P
-from adaln_bench.harness.device_time import StopRule, measure_device_time
+from adaln_bench.harness.device_time import DeviceTiming, StopRule, measure_interleaved
 from adaln_bench.harness.inputs import Params, make_params, make_temb, make_upstream
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.kernels.bench import bits
 from adaln_bench.kernels.bench.subjects import Subject, cublas_subject, library_subject, parse_library
 from adaln_bench.shape import Shape
 
-# Tighter caps than a report's: many subjects x sizes per process, each at its 0.5 % noise target.
-RULE = StopRule(target=0.005, min_samples=20, max_samples=300, max_seconds=2.0)
+# Per T and kind, all subjects together: 0.5 % noise on each median, or the caps.
+RULE = StopRule(target=0.005, min_samples=20, max_samples=300, max_seconds=8.0)
 
 
 def log(*parts: object) -> None:
     print(" ".join(str(p) for p in parts), file=sys.stderr, flush=True)
 
 
-def timed(fn: Callable[[], object], device: torch.device) -> dict:
-    t = measure_device_time(fn, device, "cuda_graph", RULE)
+def summary(t: DeviceTiming) -> dict:
     return {"us": t.median_us, "noise": t.rel_noise, "samples": len(t.samples_us), "throttled": t.throttled,
-            "sm_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after]}
+            "sm_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after], "stop": t.stop_reason}
+
+
+def timed_together(fns: dict[str, Callable[[], object]], device: torch.device) -> dict[str, dict]:
+    return {name: summary(t) for name, t in measure_interleaved(fns, device, RULE).items()}
 
 
 def forward_and_step(subject: Subject, params: Params, shape: Shape, tokens: int, device: torch.device):
@@ -97,20 +101,35 @@ def measure(config: dict) -> dict:
     subjects = [cublas_subject()] + [library_subject(parse_library(s), device, log=log) for s in config["libraries"]]
     out: dict = {"subjects": {s.name: s.info for s in subjects}, "times": {}, "entries": {}, "errors": {}}
     for tokens in config["sizes"]:
+        closures = {}
         for s in subjects:
-            key = f"{s.name}@{tokens}"
             try:
                 forward, step = forward_and_step(s, params, shape, tokens, device)
-                row = {"fwd": timed(forward, device), "fwd_bwd": timed(step, device)}
-                if config.get("entries") and s.library is not None:
-                    row_e = {k: timed(f, device) for k, f in entry_points(s.library, shape, params, tokens,
-                                                                           device).items()}
-                    out["entries"].setdefault(s.name, {})[str(tokens)] = row_e
-                out["times"].setdefault(s.name, {})[str(tokens)] = row
-                log(f"[time] T={tokens} {s.name}: fwd {row['fwd']['us']:.1f} fwd+bwd {row['fwd_bwd']['us']:.1f} µs")
-            except Exception as exc:  # noqa: BLE001 - one subject failing keeps the others' figures
-                out["errors"][key] = f"{type(exc).__name__}: {exc}"
-                log(f"[error] {key}: {out['errors'][key]}")
+                forward()
+                step()  # a subject that fails here is recorded and left out of the interleaved timing
+                closures[s.name] = (forward, step)
+            except Exception as exc:  # noqa: BLE001
+                out["errors"][f"{s.name}@{tokens}"] = f"{type(exc).__name__}: {exc}"
+                log(f"[error] {s.name}@{tokens}: {out['errors'][f'{s.name}@{tokens}']}")
+        fwd = timed_together({n: c[0] for n, c in closures.items()}, device)
+        fwd_bwd = timed_together({n: c[1] for n, c in closures.items()}, device)
+        for name in closures:
+            out["times"].setdefault(name, {})[str(tokens)] = {"fwd": fwd[name], "fwd_bwd": fwd_bwd[name]}
+            log(f"[time] T={tokens} {name}: fwd {fwd[name]['us']:.1f} fwd+bwd {fwd_bwd[name]['us']:.1f} µs")
+        del closures
+        torch.cuda.empty_cache()
+        if config.get("entries"):  # every library's entry points at this T, interleaved together
+            calls: dict[str, Callable[[], None]] = {}
+            for s in (s for s in subjects if s.library is not None):
+                try:
+                    calls.update({f"{s.name}\t{part}": f for part, f in
+                                  entry_points(s.library, shape, params, tokens, device).items()})
+                except Exception as exc:  # noqa: BLE001
+                    out["errors"][f"{s.name}@{tokens}:entries"] = f"{type(exc).__name__}: {exc}"
+            for key, fig in timed_together(calls, device).items():
+                name, part = key.split("\t")
+                out["entries"].setdefault(name, {}).setdefault(str(tokens), {})[part] = fig
+            del calls
             torch.cuda.empty_cache()
     if config.get("bits"):
         bundled = [s for s in subjects if s.library is not None]

@@ -10,7 +10,7 @@
 #include "cutlass_run.cuh"
 #include "gemms.h"
 
-// 0: one tile per GEMM for every T (v2); 1: wider tiles above T = 64 (forward) / T block 64 (d_act).
+// 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act).
 #ifndef ADALN_PORTABLE_TIERS
 #define ADALN_PORTABLE_TIERS 0
 #endif
@@ -46,13 +46,15 @@ using GemmDw = cutlass::gemm::device::GemmUniversal<
 
 using FwdSmall = GemmFwd<Shape<64, 256, 32>, Shape<64, 64, 32>, 4>;
 using DactSmall = GemmDact<Shape<64, 128, 32>, Shape<32, 64, 32>, 4>;
-#if ADALN_PORTABLE_TIERS
+#if ADALN_PORTABLE_TIERS == 1
 using FwdLarge = GemmFwd<Shape<128, 256, 32>, Shape<64, 64, 32>, 3>;
 using DactLarge = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
-using Dw = GemmDw<Shape<128, 256, 32>, Shape<64, 64, 32>, 3>;
-#else
-using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
+#elif ADALN_PORTABLE_TIERS == 2
+using FwdLarge = GemmFwd<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
+using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 #endif
+// dW: 128x128 for every T (the H200 run with 128x256 was slower at T <= 64 and equal at 2048).
+using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 
 template <class Gemm>
 int fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, void* ws,

@@ -24,14 +24,17 @@ using bf16 = cutlass::bfloat16_t;
 // consumer warpgroups share one TM x TN tile (TM >= 128). Pingpong: each consumer warpgroup owns a whole
 // TM x TN tile and its epilogue overlaps the other's mainloop (for short-K GEMMs). Neither changes an
 // element's accumulation chain: fresh accumulator, k in order, 16 at a time.
-template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64>
+template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectStore = false>
 struct TileConfig {
   using Tile = Shape<Int<TM>, Int<TN>, Int<TK>>;
   using Cluster = Shape<Int<ClusterM>, _1, _1>;
   using Mainloop = cute::conditional_t<Pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                                        cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
-  using Epilogue = cute::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
-                                       cutlass::epilogue::TmaWarpSpecializedCooperative>;
+  // DirectStore: registers straight to global memory (no smem staging, no TMA store), for a write-bound GEMM.
+  using Epilogue = cute::conditional_t<
+      DirectStore, cutlass::epilogue::NoSmemWarpSpecialized,
+      cute::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
+                          cutlass::epilogue::TmaWarpSpecializedCooperative>>;
 };
 
 // One bf16 x bf16 -> fp32-accumulated GEMM with no C operand (ElementC = void): D = Fusion(acc).
@@ -55,10 +58,10 @@ struct Sm90Gemm {
   using StrideD = typename Gemm::GemmKernel::StrideD;
 };
 
-// The token-side tiers of the forward and d_act GEMMs (sm90_config.h): the first tier whose bound holds.
-// `launch` is called with the TileConfig of that tier. The bounds depend on T (or the T block) only, and
-// every tier gives the same bits (checked on the H200: NOTES.md).
-template <template <class> class Launch, class... Args>
+// The token-side tiers of the forward and d_act GEMMs (sm90_config.h): the first tier whose bound holds;
+// above the last bound, the GEMM's own large-T configuration `Large`. `Launch<Config>::run` is called. The
+// bounds depend on T (or the T block) only, and every tier gives the same bits (checked on the H200: NOTES.md).
+template <template <class> class Launch, class Large, class... Args>
 int dispatch_token_tiers(int64_t t, Args... args) {
 #if ADALN_TIER0_MAX > 0
   if (t <= ADALN_TIER0_MAX)
@@ -71,7 +74,7 @@ int dispatch_token_tiers(int64_t t, Args... args) {
 #if ADALN_TIER2_MAX > 0
   if (t <= ADALN_TIER2_MAX) return Launch<TileConfig<128, ADALN_TIER2_TN, 1, false>>::run(args...);
 #endif
-  return Launch<TileConfig<128, ADALN_TIER3_TN, ADALN_TIER3_CLUSTER_M, false>>::run(args...);
+  return Launch<Large>::run(args...);
 }
 
 }  // namespace adaln

@@ -6,7 +6,8 @@
 //           TIER0_PINGPONG
 //   tier 1: T <= ADALN_TIER1_MAX, tile TIER1_TM x TIER1_TN x TIER1_TK, pingpong if TIER1_PINGPONG
 //   tier 2: T <= ADALN_TIER2_MAX (0 = none), cooperative 128 x TIER2_TN
-//   tier 3: otherwise, cooperative 128 x TIER3_TN, cluster TIER3_CLUSTER_M x 1
+//   large:  otherwise, cooperative FWD_LARGE_TM x FWD_LARGE_TN in FWD_LARGE_CLUSTER_M x 1 clusters (forward),
+//           DACT_LARGE_* (d_act; its M is D = 2688, which 256 does not divide)
 // A switch with T is allowed only because the H200 gave identical bits across every tile shape and schedule
 // tried (wgmma m64nNk16 for N = 16 ... 256, and mma.sync): re-check on any new GPU, CUTLASS or nvcc.
 // dW (K = T: only repeatable, never compared across batches) has one configuration.
@@ -50,11 +51,23 @@
 #ifndef ADALN_TIER2_TN
 #define ADALN_TIER2_TN 128
 #endif
-#ifndef ADALN_TIER3_TN
-#define ADALN_TIER3_TN 128
+#ifndef ADALN_FWD_LARGE_TM
+#define ADALN_FWD_LARGE_TM 128
 #endif
-#ifndef ADALN_TIER3_CLUSTER_M
-#define ADALN_TIER3_CLUSTER_M 1
+#ifndef ADALN_FWD_LARGE_TN
+#define ADALN_FWD_LARGE_TN 128
+#endif
+#ifndef ADALN_FWD_LARGE_CLUSTER_M
+#define ADALN_FWD_LARGE_CLUSTER_M 1
+#endif
+#ifndef ADALN_DACT_LARGE_TM
+#define ADALN_DACT_LARGE_TM 128
+#endif
+#ifndef ADALN_DACT_LARGE_TN
+#define ADALN_DACT_LARGE_TN 128
+#endif
+#ifndef ADALN_DACT_LARGE_CLUSTER_M
+#define ADALN_DACT_LARGE_CLUSTER_M 1
 #endif
 #ifndef ADALN_DW_TM
 #define ADALN_DW_TM 128
@@ -68,13 +81,19 @@
 #ifndef ADALN_DW_PINGPONG
 #define ADALN_DW_PINGPONG false
 #endif
+#ifndef ADALN_DW_DIRECT_STORE
+#define ADALN_DW_DIRECT_STORE false
+#endif
 
 #define ADALN_STR2(x) #x
 #define ADALN_STR(x) ADALN_STR2(x)
-#define ADALN_SM90_CONFIG                                                                                         \
-  "fwd/d_act tiers: T<=" ADALN_STR(ADALN_TIER0_MAX) " " ADALN_STR(ADALN_TIER0_TM) "x" ADALN_STR(ADALN_TIER0_TN)   \
-  "x" ADALN_STR(ADALN_TIER0_TK) " pp=" ADALN_STR(ADALN_TIER0_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER1_MAX) " " ADALN_STR(ADALN_TIER1_TM) "x"      \
-  ADALN_STR(ADALN_TIER1_TN) "x" ADALN_STR(ADALN_TIER1_TK) " pp=" ADALN_STR(ADALN_TIER1_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER2_MAX) " 128x"     \
-  ADALN_STR(ADALN_TIER2_TN) ", else 128x" ADALN_STR(ADALN_TIER3_TN) " cluster " ADALN_STR(ADALN_TIER3_CLUSTER_M)  \
-  "x1 (tiers 2, 3: k 64; 0 = tier off); dW " ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) " cluster "                    \
-  ADALN_STR(ADALN_DW_CLUSTER_M) "x1 pp=" ADALN_STR(ADALN_DW_PINGPONG)
+#define ADALN_SM90_CONFIG                                                                                     \
+  "fwd/d_act tiers: T<=" ADALN_STR(ADALN_TIER0_MAX) " " ADALN_STR(ADALN_TIER0_TM) "x" ADALN_STR(ADALN_TIER0_TN) "x"   \
+  ADALN_STR(ADALN_TIER0_TK) " pp=" ADALN_STR(ADALN_TIER0_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER1_MAX) " "             \
+  ADALN_STR(ADALN_TIER1_TM) "x" ADALN_STR(ADALN_TIER1_TN) "x" ADALN_STR(ADALN_TIER1_TK) " pp="                        \
+  ADALN_STR(ADALN_TIER1_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER2_MAX) " 128x" ADALN_STR(ADALN_TIER2_TN)                \
+  " (0 = tier off); larger: fwd " ADALN_STR(ADALN_FWD_LARGE_TM) "x" ADALN_STR(ADALN_FWD_LARGE_TN) " cluster "         \
+  ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x1, d_act " ADALN_STR(ADALN_DACT_LARGE_TM) "x" ADALN_STR(ADALN_DACT_LARGE_TN) \
+  " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x1 (k 64); dW " ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) \
+  " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x1 pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct="                           \
+  ADALN_STR(ADALN_DW_DIRECT_STORE) "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)
