@@ -34,7 +34,7 @@ def test_floors_match_the_issue_figures_for_h3():
 @pytest.mark.parametrize("text, expect", [
     ("sm90", ("sm90", "sm90", ())),
     ("portable", ("portable", "portable", ())),
-    ("v3=sm90:ADALN_TIER3_TN=256,ADALN_DW_TN=192", ("v3", "sm90", ("ADALN_TIER3_TN=256", "ADALN_DW_TN=192"))),
+    ("v3=sm90:ADALN_FWD_LARGE_TN=256,ADALN_DW_TN=192", ("v3", "sm90", ("ADALN_FWD_LARGE_TN=256", "ADALN_DW_TN=192"))),
     ("old=/tmp/x/libadaln_bundled.so", ("old", "file", ())),
 ])
 def test_library_names(text, expect):

@@ -94,6 +94,9 @@ def accuracy(subjects: list, params: Params, shape: Shape, device: torch.device,
     for s in subjects:
         impl = Implementation(source=s.name, has_backward=True, forward=s.forward)
         for t in sizes:
-            fwd, grads = measure_accuracy(impl, params, shape, device, t)
-            out.setdefault(s.name, {})[str(t)] = {"fwd": fwd, "d_temb": grads.temb, "dW": grads.w, "db": grads.b}
+            try:
+                fwd, grads = measure_accuracy(impl, params, shape, device, t)
+                out.setdefault(s.name, {})[str(t)] = {"fwd": fwd, "d_temb": grads.temb, "dW": grads.w, "db": grads.b}
+            except Exception as exc:  # noqa: BLE001 - recorded; the other subjects are still measured
+                out.setdefault(s.name, {})[str(t)] = {"error": f"{type(exc).__name__}: {exc}"}
     return out

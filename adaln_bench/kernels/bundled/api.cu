@@ -23,20 +23,14 @@
 #define ADALN_PATH_NAME "portable mma.sync (CUTLASS 2 GemmUniversal, sm80+)"
 #define ADALN_STR2(x) #x
 #define ADALN_STR(x) ADALN_STR2(x)
-#define ADALN_CONFIG                                                                                           \
-  "tiles fwd 64(T)x256x32, d_act 64(T)x128x32, dW 128x128x32 (wider above 64 rows if ADALN_PORTABLE_TIERS="   \
-  ADALN_STR(ADALN_PORTABLE_TIERS) "); dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)
 #ifndef ADALN_PORTABLE_TIERS
-#define ADALN_PORTABLE_TIERS 0
+#define ADALN_PORTABLE_TIERS 2
 #endif
+#define ADALN_CONFIG                                                                                           \
+  "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, wider above (ADALN_PORTABLE_TIERS="               \
+  ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32"
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
-#endif
-
-// dW on CUDA cores (dw_small_t) for T <= ADALN_DW_SIMT_MAX (0 = never): at small T the dW GEMM is a 520 MB
-// write with almost no arithmetic, and a plain store stream beats the GEMM epilogue.
-#ifndef ADALN_DW_SIMT_MAX
-#define ADALN_DW_SIMT_MAX 0
 #endif
 
 #ifndef ADALN_REQUIRED_CC
@@ -281,44 +275,6 @@ __global__ void __launch_bounds__(32 * kDbWarps) colsum_db(const uint4* __restri
   db[j] = o;
 }
 
-#if ADALN_DW_SIMT_MAX > 0
-// dW[n, 8c .. 8c+8) = sum_t dY[t, n] * act[t, 8c .. 8c+8) for T <= ADALN_DW_SIMT_MAX: fp32 fma in ascending t,
-// one rounding to bf16. One thread per 8 columns of D holds its act columns in registers for every row n; a
-// block walks rows n, so each row is one coalesced 2*D-byte store. Repeatable: the order depends on T only.
-__global__ void dw_small_t(const __nv_bfloat16* __restrict__ dY, const uint4* __restrict__ act, uint4* __restrict__ dW,
-                           int T, int64_t N, int D8) {
-  const int c = threadIdx.x;
-  if (c >= D8) return;
-  uint4 a[ADALN_DW_SIMT_MAX];
-#pragma unroll
-  for (int t = 0; t < ADALN_DW_SIMT_MAX; ++t)
-    if (t < T) a[t] = act[int64_t(t) * D8 + c];
-  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
-    float s[8];
-#pragma unroll
-    for (int q = 0; q < 8; ++q) s[q] = 0.0f;
-#pragma unroll
-    for (int t = 0; t < ADALN_DW_SIMT_MAX; ++t) {
-      if (t < T) {
-        const float g = __bfloat162float(dY[int64_t(t) * N + n]);
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&a[t]);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          float2 f = __bfloat1622float2(h[q]);
-          s[2 * q] = __fmaf_rn(g, f.x, s[2 * q]);
-          s[2 * q + 1] = __fmaf_rn(g, f.y, s[2 * q + 1]);
-        }
-      }
-    }
-    uint4 o;
-    __nv_bfloat162* oh = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) oh[q] = __floats2bfloat162_rn(s[2 * q], s[2 * q + 1]);
-    dW[n * D8 + c] = o;
-  }
-}
-#endif
-
 static int check_shapes(int64_t T, int64_t D, int64_t N, Err err) {
   if (T < 1) {
     set_err(err, "T must be >= 1 (got %lld)", (long long)T);
@@ -441,19 +397,8 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
       set_err(err, "adaln_backward: dW needs act");
       return ADALN_BAD_ARGUMENT;
     }
-#if ADALN_DW_SIMT_MAX > 0
-    if (T <= ADALN_DW_SIMT_MAX && D / 8 <= 1024) {
-      const int d8 = int(D / 8), threads = (d8 + 31) / 32 * 32;
-      const int64_t blocks = N < int64_t(sms) * (2048 / threads) ? N : int64_t(sms) * (2048 / threads);
-      dw_small_t<<<int(blocks), threads, 0, stream>>>(dy, reinterpret_cast<const uint4*>(act),
-                                                      reinterpret_cast<uint4*>(dW), int(T), N, d8);
-      if ((rc = check_launch(err, "dW kernel (CUDA cores)"))) return rc;
-    } else
-#endif
-    {
-      rc = gemm_dw(dY, act, dW, T, D, N, sms, scratch, kGemmWs, stream, err);
-      if (rc) return rc;
-    }
+    rc = gemm_dw(dY, act, dW, T, D, N, sms, scratch, kGemmWs, stream, err);
+    if (rc) return rc;
   }
   if (db) {
     int64_t n8 = N / 8;

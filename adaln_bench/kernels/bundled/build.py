@@ -56,7 +56,7 @@ class Target:
     path: str  # "sm90" or "portable"
     arch: str  # e.g. "sm_90a"
     cc: int  # compute capability as 10*major + minor the library requires (exactly)
-    defines: tuple[str, ...] = ()  # experiment variants only, e.g. ("ADALN_FWD_TN=64",); empty = shipped recipe
+    defines: tuple[str, ...] = ()  # experiment variants only, e.g. ("ADALN_FWD_LARGE_TN=256",); empty = shipped recipe
 
     @property
     def gencode(self) -> str:
@@ -346,7 +346,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--path", choices=("auto", "sm90", "portable"), default="auto",
                    help="auto: sm90 for sm_90a, portable otherwise")
     p.add_argument("--out", type=Path, default=None, help="write the library here instead of the cache")
-    p.add_argument("--define", action="append", default=[], help="experiment variant, e.g. ADALN_FWD_TN=64")
+    p.add_argument("--define", action="append", default=[], help="experiment variant, e.g. ADALN_FWD_LARGE_TN=256")
     args = p.parse_args(argv)
     for arch in args.arch or ["sm_90a"]:
         path = args.path if args.path != "auto" else ("sm90" if arch == "sm_90a" else "portable")

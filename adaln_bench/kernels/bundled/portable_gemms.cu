@@ -11,8 +11,9 @@
 #include "gemms.h"
 
 // 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act).
+// Shipped: 2 (256x128, the faster of the two in the interleaved H200 run, NOTES.md v3).
 #ifndef ADALN_PORTABLE_TIERS
-#define ADALN_PORTABLE_TIERS 0
+#define ADALN_PORTABLE_TIERS 2
 #endif
 
 namespace adaln {

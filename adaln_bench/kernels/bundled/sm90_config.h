@@ -12,11 +12,13 @@
 // tried (wgmma m64nNk16 for N = 16 ... 256, and mma.sync): re-check on any new GPU, CUTLASS or nvcc.
 // dW (K = T: only repeatable, never compared across batches) has one configuration.
 //
-// Shipped v2 ("sm90_dispatch", NOTES.md): tier 1 = 128x64 for T <= 64, tier 3 = 128x128; dW 128x256.
+// Shipped v3 (NOTES.md, "v3"): T <= 16: 128x16x128; T <= 64: 128x64x128; T <= 128: 128x128; larger: forward
+// 128x256, d_act 128x256 in 2x1 clusters; dW 256x128 in 2x1 clusters. (v2: 128x64 up to 64, then 128x128;
+// dW 128x256.)
 #pragma once
 
 #ifndef ADALN_TIER0_MAX
-#define ADALN_TIER0_MAX 0
+#define ADALN_TIER0_MAX 16
 #endif
 #ifndef ADALN_TIER0_TM
 #define ADALN_TIER0_TM 128
@@ -25,7 +27,7 @@
 #define ADALN_TIER0_TN 16
 #endif
 #ifndef ADALN_TIER0_TK
-#define ADALN_TIER0_TK 64
+#define ADALN_TIER0_TK 128
 #endif
 #ifndef ADALN_TIER0_PINGPONG
 #define ADALN_TIER0_PINGPONG false
@@ -40,13 +42,13 @@
 #define ADALN_TIER1_TN 64
 #endif
 #ifndef ADALN_TIER1_TK
-#define ADALN_TIER1_TK 64
+#define ADALN_TIER1_TK 128
 #endif
 #ifndef ADALN_TIER1_PINGPONG
 #define ADALN_TIER1_PINGPONG false
 #endif
 #ifndef ADALN_TIER2_MAX
-#define ADALN_TIER2_MAX 0
+#define ADALN_TIER2_MAX 128
 #endif
 #ifndef ADALN_TIER2_TN
 #define ADALN_TIER2_TN 128
@@ -55,7 +57,7 @@
 #define ADALN_FWD_LARGE_TM 128
 #endif
 #ifndef ADALN_FWD_LARGE_TN
-#define ADALN_FWD_LARGE_TN 128
+#define ADALN_FWD_LARGE_TN 256
 #endif
 #ifndef ADALN_FWD_LARGE_CLUSTER_M
 #define ADALN_FWD_LARGE_CLUSTER_M 1
@@ -64,19 +66,19 @@
 #define ADALN_DACT_LARGE_TM 128
 #endif
 #ifndef ADALN_DACT_LARGE_TN
-#define ADALN_DACT_LARGE_TN 128
+#define ADALN_DACT_LARGE_TN 256
 #endif
 #ifndef ADALN_DACT_LARGE_CLUSTER_M
-#define ADALN_DACT_LARGE_CLUSTER_M 1
+#define ADALN_DACT_LARGE_CLUSTER_M 2
 #endif
 #ifndef ADALN_DW_TM
-#define ADALN_DW_TM 128
+#define ADALN_DW_TM 256
 #endif
 #ifndef ADALN_DW_TN
-#define ADALN_DW_TN 256
+#define ADALN_DW_TN 128
 #endif
 #ifndef ADALN_DW_CLUSTER_M
-#define ADALN_DW_CLUSTER_M 1
+#define ADALN_DW_CLUSTER_M 2
 #endif
 #ifndef ADALN_DW_PINGPONG
 #define ADALN_DW_PINGPONG false
@@ -96,4 +98,4 @@
   ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x1, d_act " ADALN_STR(ADALN_DACT_LARGE_TM) "x" ADALN_STR(ADALN_DACT_LARGE_TN) \
   " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x1 (k 64); dW " ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) \
   " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x1 pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct="                           \
-  ADALN_STR(ADALN_DW_DIRECT_STORE) "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)
+  ADALN_STR(ADALN_DW_DIRECT_STORE)
