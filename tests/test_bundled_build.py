@@ -70,7 +70,7 @@ def test_library_compiles_and_exports_c_interface(built):
     lib = B.Library(lib_path, target, meta)
     assert ("wgmma" in lib.path_name) == (target.path == "sm90")
     # shipped sm90 recipe: 128-wide token tile, 64-wide for T <= 64 (bit-identical on the H200), dW 128x256
-    assert "tiles" in lib.config and ("T<=64 -> N 64" in lib.config or target.path == "portable")
+    assert "dW" in lib.config and ("T<=16 128x16x128" in lib.config or target.path == "portable")
     # the d_act chunking depends on N only
     assert lib.chunking(96768) == (4032, 24, 256)
     assert lib.chunking(18432) == (3712, 5, 256)
