@@ -12,19 +12,7 @@ OUT=${OUT:-/tmp/out}
 NAME=${NAME:-report}
 WHEELS=${WHEELS:-.carry/whl}
 mkdir -p "$OUT"
-if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
-    > "$OUT/pip.log" 2>&1 || { cat "$OUT/pip.log"; exit 1; }
-fi
-export PYTHONPATH=/tmp/site:$PWD:$PWD/tests
-if [ -d .carry/kernel-cache ]; then
-  mkdir -p /tmp/kernel-cache && cp -r .carry/kernel-cache/. /tmp/kernel-cache/
-  export ADALN_BENCH_KERNEL_CACHE=/tmp/kernel-cache
-fi
-if [ -d /tmp/site/cutlass_library/source/include ]; then
-  export ADALN_BENCH_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
-fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
+source "$(dirname "$0")/device_setup.sh"
 if [ -n "${SMOKE:-}" ]; then
   python3 -m adaln_bench run --device cuda --preset tiny --quick --mode plain --quiet --out "$OUT/smoke.json" \
     > "$OUT/smoke.log" 2>&1 || { echo "smoke run failed"; tail -20 "$OUT/smoke.log"; exit 1; }
