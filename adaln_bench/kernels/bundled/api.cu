@@ -28,9 +28,16 @@
 #endif
 #define ADALN_CONFIG                                                                                           \
   "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, wider above (ADALN_PORTABLE_TIERS="               \
-  ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32"
+  ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)        \
+  "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
+#endif
+
+// dW on CUDA cores (dw_small_t) for T <= ADALN_DW_SIMT_MAX (0 = never): at small T the dW GEMM is a 520 MB
+// write with almost no arithmetic, which a plain store stream does faster than the GEMM's epilogue.
+#ifndef ADALN_DW_SIMT_MAX
+#define ADALN_DW_SIMT_MAX 0
 #endif
 
 #ifndef ADALN_REQUIRED_CC
@@ -43,7 +50,11 @@
 namespace adaln {
 
 // Fixed recipe constants: they depend on nothing at run time.
-constexpr int64_t kTBlock = 256;        // rows of T per d_act pass (caps the partial buffer)
+// Rows of T per d_act pass (caps the partial buffer; regrouping whole rows never changes a row's bits).
+#ifndef ADALN_T_BLOCK
+#define ADALN_T_BLOCK 256
+#endif
+constexpr int64_t kTBlock = ADALN_T_BLOCK;
 constexpr int64_t kChunkTarget = 4096;  // d_act reduction chunk ~ this many of N
 constexpr int64_t kKTile = 64;          // chunk lengths are multiples of this (except a final remainder)
 constexpr size_t kGemmWs = size_t(1) << 20;
@@ -275,6 +286,58 @@ __global__ void __launch_bounds__(32 * kDbWarps) colsum_db(const uint4* __restri
   db[j] = o;
 }
 
+#if ADALN_DW_SIMT_MAX > 0
+constexpr int kDwSimtMaxThreads = 384;  // D <= 3072 (one thread per 8 columns); leaves 170 registers a thread
+constexpr int kDwRows = 32;             // rows of dW per block step, their dY values staged in shared memory
+
+// dW[n, 8c .. 8c+8) = sum_t dY[t, n] * act[t, 8c .. 8c+8) for T <= ADALN_DW_SIMT_MAX: fp32 fma in ascending t,
+// one rounding to bf16; the order depends on T only (repeatable). Thread c holds act's columns 8c .. 8c+8 of
+// every t in registers. Per step a block loads the dY values of kDwRows rows into shared memory (coalesced,
+// one wait), then writes those rows, each one coalesced 2*D-byte store: no store waits on a load.
+__global__ void __launch_bounds__(kDwSimtMaxThreads) dw_small_t(const __nv_bfloat16* __restrict__ dY,
+                                                                const uint4* __restrict__ act,
+                                                                uint4* __restrict__ dW, int T, int64_t N, int D8) {
+  __shared__ float g[ADALN_DW_SIMT_MAX][kDwRows];
+  const int c = threadIdx.x;
+  uint4 a[ADALN_DW_SIMT_MAX];
+#pragma unroll
+  for (int t = 0; t < ADALN_DW_SIMT_MAX; ++t)
+    if (t < T && c < D8) a[t] = act[int64_t(t) * D8 + c];
+  for (int64_t n0 = int64_t(blockIdx.x) * kDwRows; n0 < N; n0 += int64_t(gridDim.x) * kDwRows) {
+    __syncthreads();  // the previous step's g has been read
+    for (int i = threadIdx.x; i < T * kDwRows; i += blockDim.x) {
+      const int t = i / kDwRows, r = i % kDwRows;
+      g[t][r] = n0 + r < N ? __bfloat162float(dY[int64_t(t) * N + n0 + r]) : 0.0f;
+    }
+    __syncthreads();
+    if (c >= D8) continue;
+    for (int r = 0; r < kDwRows && n0 + r < N; ++r) {
+      float s[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) s[q] = 0.0f;
+#pragma unroll
+      for (int t = 0; t < ADALN_DW_SIMT_MAX; ++t) {
+        if (t < T) {
+          const float gt = g[t][r];
+          const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&a[t]);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const float2 f = __bfloat1622float2(h[q]);
+            s[2 * q] = __fmaf_rn(gt, f.x, s[2 * q]);
+            s[2 * q + 1] = __fmaf_rn(gt, f.y, s[2 * q + 1]);
+          }
+        }
+      }
+      uint4 o;
+      __nv_bfloat162* oh = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) oh[q] = __floats2bfloat162_rn(s[2 * q], s[2 * q + 1]);
+      dW[(n0 + r) * D8 + c] = o;
+    }
+  }
+}
+#endif
+
 static int check_shapes(int64_t T, int64_t D, int64_t N, Err err) {
   if (T < 1) {
     set_err(err, "T must be >= 1 (got %lld)", (long long)T);
@@ -397,8 +460,21 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
       set_err(err, "adaln_backward: dW needs act");
       return ADALN_BAD_ARGUMENT;
     }
-    rc = gemm_dw(dY, act, dW, T, D, N, sms, scratch, kGemmWs, stream, err);
-    if (rc) return rc;
+#if ADALN_DW_SIMT_MAX > 0
+    if (T <= ADALN_DW_SIMT_MAX && D / 8 <= kDwSimtMaxThreads) {
+      const int d8 = int(D / 8), threads = (d8 + 31) / 32 * 32;
+      int per_sm = 1;  // as many blocks as fit at once (registers limit it), each walking its share of rows
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dw_small_t, threads, 0);
+      const int64_t steps = (N + kDwRows - 1) / kDwRows, resident = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
+      dw_small_t<<<int(steps < resident ? steps : resident), threads, 0, stream>>>(
+          dy, reinterpret_cast<const uint4*>(act), reinterpret_cast<uint4*>(dW), int(T), N, d8);
+      if ((rc = check_launch(err, "dW kernel (CUDA cores)"))) return rc;
+    } else
+#endif
+    {
+      rc = gemm_dw(dY, act, dW, T, D, N, sms, scratch, kGemmWs, stream, err);
+      if (rc) return rc;
+    }
   }
   if (db) {
     int64_t n8 = N / 8;
