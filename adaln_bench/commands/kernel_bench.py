@@ -8,7 +8,6 @@ also checks bits (kernels/bench/bits.py) and accuracy. Writes kernel_bench.<comm
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile

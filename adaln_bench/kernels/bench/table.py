@@ -45,14 +45,12 @@ def combine(processes: list[dict], shape: Shape, ceilings: Ceilings = Ceilings()
     return {"sizes": sizes, "subjects": names, "rows": rows}
 
 
-def _entry_cell(fig: Optional[dict], with_ratio: bool) -> list[str]:
+def _cells(fig: Optional[dict]) -> list[str]:
+    """µs, ratio to cuBLAS, TB/s, TFLOP/s, fraction of the floor."""
     if fig is None:
-        return ["–"] * (5 if with_ratio else 4)
-    cells = [f"{fig['us']:.1f}"]
-    if with_ratio:
-        cells.append("–" if fig["vs_cublas"] is None else f"{fig['vs_cublas']:.3f}")
-    cells += [f"{fig['tbps']:.2f}", f"{fig['tflops']:.0f}", f"{fig['of_floor']:.2f}"]
-    return cells
+        return ["–"] * 5
+    ratio = "–" if fig["vs_cublas"] is None else f"{fig['vs_cublas']:.3f}"
+    return [f"{fig['us']:.1f}", ratio, f"{fig['tbps']:.2f}", f"{fig['tflops']:.0f}", f"{fig['of_floor']:.2f}"]
 
 
 def to_markdown(combined: dict) -> str:
@@ -64,7 +62,7 @@ def to_markdown(combined: dict) -> str:
             entry = combined["rows"].get(name, {}).get(str(t))
             if entry is None:
                 continue
-            cells = [str(t), name, *_entry_cell(entry.get("fwd"), True), *_entry_cell(entry.get("fwd_bwd"), True)]
+            cells = [str(t), name, *_cells(entry.get("fwd")), *_cells(entry.get("fwd_bwd"))]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -36,8 +36,14 @@
 
 // dW on CUDA cores (dw_small_t) for T <= ADALN_DW_SIMT_MAX (0 = never): at small T the dW GEMM is a 520 MB
 // write with almost no arithmetic, which a plain store stream does faster than the GEMM's epilogue.
+// Shipped: T = 1 on the sm90 path (at T = 3, 4 its dW GEMM was as fast or faster: NOTES.md, v3 run 3), up to 8
+// on the portable path (whose mma.sync dW GEMM is slower).
 #ifndef ADALN_DW_SIMT_MAX
-#define ADALN_DW_SIMT_MAX 0
+#if defined(ADALN_PATH_SM90)
+#define ADALN_DW_SIMT_MAX 1
+#else
+#define ADALN_DW_SIMT_MAX 8
+#endif
 #endif
 
 #ifndef ADALN_REQUIRED_CC
@@ -52,7 +58,7 @@ namespace adaln {
 // Fixed recipe constants: they depend on nothing at run time.
 // Rows of T per d_act pass (caps the partial buffer; regrouping whole rows never changes a row's bits).
 #ifndef ADALN_T_BLOCK
-#define ADALN_T_BLOCK 256
+#define ADALN_T_BLOCK 512
 #endif
 constexpr int64_t kTBlock = ADALN_T_BLOCK;
 constexpr int64_t kChunkTarget = 4096;  // d_act reduction chunk ~ this many of N

@@ -20,14 +20,15 @@ namespace adaln {
 using namespace cute;
 using bf16 = cutlass::bfloat16_t;
 
-// A tile configuration: CTA tile (TM x TN x TK), cluster along M, and the kernel schedule. Cooperative: both
+// A tile configuration: CTA tile (TM x TN x TK), cluster (ClusterM x ClusterN: CTAs of one cluster share the
+// operand tile they have in common through TMA multicast), and the kernel schedule. Cooperative: both
 // consumer warpgroups share one TM x TN tile (TM >= 128). Pingpong: each consumer warpgroup owns a whole
 // TM x TN tile and its epilogue overlaps the other's mainloop (for short-K GEMMs). Neither changes an
 // element's accumulation chain: fresh accumulator, k in order, 16 at a time.
-template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectStore = false>
+template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectStore = false, int ClusterN = 1>
 struct TileConfig {
   using Tile = Shape<Int<TM>, Int<TN>, Int<TK>>;
-  using Cluster = Shape<Int<ClusterM>, _1, _1>;
+  using Cluster = Shape<Int<ClusterM>, Int<ClusterN>, _1>;
   using Mainloop = cute::conditional_t<Pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                                        cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
   // DirectStore: registers straight to global memory (no smem staging, no TMA store), for a write-bound GEMM.

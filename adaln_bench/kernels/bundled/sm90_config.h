@@ -13,8 +13,8 @@
 // dW (K = T: only repeatable, never compared across batches) has one configuration.
 //
 // Shipped v3 (NOTES.md, "v3"): T <= 16: 128x16x128; T <= 64: 128x64x128; T <= 128: 128x128; larger: forward
-// 128x256, d_act 128x256 in 2x1 clusters; dW 256x128 in 2x1 clusters. (v2: 128x64 up to 64, then 128x128;
-// dW 128x256.)
+// 128x256, d_act 128x256 in 2x1 clusters; dW pingpong 128x128 (and on CUDA cores at T = 1, api.cu).
+// (v2: 128x64 up to 64, then 128x128; dW 128x256.)
 #pragma once
 
 #ifndef ADALN_TIER0_MAX
@@ -59,6 +59,9 @@
 #ifndef ADALN_FWD_LARGE_TN
 #define ADALN_FWD_LARGE_TN 256
 #endif
+#ifndef ADALN_FWD_LARGE_CLUSTER_N
+#define ADALN_FWD_LARGE_CLUSTER_N 1
+#endif
 #ifndef ADALN_FWD_LARGE_CLUSTER_M
 #define ADALN_FWD_LARGE_CLUSTER_M 1
 #endif
@@ -68,20 +71,23 @@
 #ifndef ADALN_DACT_LARGE_TN
 #define ADALN_DACT_LARGE_TN 256
 #endif
+#ifndef ADALN_DACT_LARGE_CLUSTER_N
+#define ADALN_DACT_LARGE_CLUSTER_N 1
+#endif
 #ifndef ADALN_DACT_LARGE_CLUSTER_M
 #define ADALN_DACT_LARGE_CLUSTER_M 2
 #endif
 #ifndef ADALN_DW_TM
-#define ADALN_DW_TM 256
+#define ADALN_DW_TM 128
 #endif
 #ifndef ADALN_DW_TN
 #define ADALN_DW_TN 128
 #endif
 #ifndef ADALN_DW_CLUSTER_M
-#define ADALN_DW_CLUSTER_M 2
+#define ADALN_DW_CLUSTER_M 1
 #endif
 #ifndef ADALN_DW_PINGPONG
-#define ADALN_DW_PINGPONG false
+#define ADALN_DW_PINGPONG true
 #endif
 #ifndef ADALN_DW_DIRECT_STORE
 #define ADALN_DW_DIRECT_STORE false
@@ -95,8 +101,8 @@
   ADALN_STR(ADALN_TIER1_TM) "x" ADALN_STR(ADALN_TIER1_TN) "x" ADALN_STR(ADALN_TIER1_TK) " pp="                        \
   ADALN_STR(ADALN_TIER1_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER2_MAX) " 128x" ADALN_STR(ADALN_TIER2_TN)                \
   " (0 = tier off); larger: fwd " ADALN_STR(ADALN_FWD_LARGE_TM) "x" ADALN_STR(ADALN_FWD_LARGE_TN) " cluster "         \
-  ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x1, d_act " ADALN_STR(ADALN_DACT_LARGE_TM) "x" ADALN_STR(ADALN_DACT_LARGE_TN) \
-  " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x1 (k 64); dW " ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) \
+  ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) ", d_act " ADALN_STR(ADALN_DACT_LARGE_TM) "x" ADALN_STR(ADALN_DACT_LARGE_TN) \
+  " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64); dW " ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) \
   " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x1 pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct="                           \
   ADALN_STR(ADALN_DW_DIRECT_STORE) "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block "   \
   ADALN_STR(ADALN_T_BLOCK)

@@ -32,7 +32,8 @@ struct LaunchDact {
 
 int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
               int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
-  using Large = TileConfig<ADALN_DACT_LARGE_TM, ADALN_DACT_LARGE_TN, ADALN_DACT_LARGE_CLUSTER_M, false>;
+  using Large = TileConfig<ADALN_DACT_LARGE_TM, ADALN_DACT_LARGE_TN, ADALN_DACT_LARGE_CLUSTER_M, false, 64, false,
+                           ADALN_DACT_LARGE_CLUSTER_N>;
   return dispatch_token_tiers<LaunchDact, Large>(Tb, W, dY, partial, Tb, D, N, L, kchunk, plane, sm_count, ws, ws_bytes,
                                           stream, err);
 }

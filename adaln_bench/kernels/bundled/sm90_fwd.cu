@@ -33,7 +33,8 @@ struct LaunchFwd {
 
 int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
              void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
-  using Large = TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, false>;
+  using Large = TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, false, 64, false,
+                           ADALN_FWD_LARGE_CLUSTER_N>;
   return dispatch_token_tiers<LaunchFwd, Large>(T, W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
