@@ -37,3 +37,15 @@ def test_commit_can_be_named_for_a_tree_without_git(monkeypatch, tmp_path):
     monkeypatch.setenv("ADALN_BENCH_COMMIT", "abc123")
     monkeypatch.setenv("ADALN_BENCH_DIRTY", "1")
     assert E.tool_git_state() == ("abc123", True)
+
+
+def test_a_named_commit_wins_over_a_stale_git(monkeypatch, tmp_path):
+    subprocess.run(["git", "-C", str(tmp_path), "init", "-q"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q",
+                    "--allow-empty", "-m", "old"], check=True)
+    monkeypatch.setattr(E, "tool_root", lambda: tmp_path)
+    monkeypatch.delenv("ADALN_BENCH_COMMIT", raising=False)
+    assert E.tool_git_state()[0] not in (None, "abc123")
+    monkeypatch.setenv("ADALN_BENCH_COMMIT", "abc123")
+    monkeypatch.setenv("ADALN_BENCH_DIRTY", "0")
+    assert E.tool_git_state() == ("abc123", False)

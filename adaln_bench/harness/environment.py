@@ -68,12 +68,12 @@ def tool_root() -> Path:
 
 
 def tool_git_state() -> tuple[Optional[str], Optional[bool]]:
-    """This tool's commit and dirty flag. A copy of the tree without .git (a remote GPU machine, an unpacked
-    artifact) can name them in ADALN_BENCH_COMMIT and ADALN_BENCH_DIRTY=0|1."""
-    commit, dirty = git_state(tool_root())
-    if commit is None and os.environ.get("ADALN_BENCH_COMMIT"):
+    """This tool's commit and dirty flag. A copy of the tree (a remote GPU machine, an unpacked artifact) can
+    name them in ADALN_BENCH_COMMIT and ADALN_BENCH_DIRTY=0|1; when set, they win over the copy's own .git,
+    which may be stale (the GPU machine's copy carried the session's first commit)."""
+    if os.environ.get("ADALN_BENCH_COMMIT"):
         return os.environ["ADALN_BENCH_COMMIT"], os.environ.get("ADALN_BENCH_DIRTY", "0") == "1"
-    return commit, dirty
+    return git_state(tool_root())
 
 
 def gpu_slug() -> str:
