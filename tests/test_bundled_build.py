@@ -69,16 +69,16 @@ def test_library_compiles_and_exports_c_interface(built):
     assert lib_path.exists() and meta["arch"] == target.arch
     lib = B.Library(lib_path, target, meta)
     assert ("wgmma" in lib.path_name) == (target.path == "sm90")
-    # shipped sm90 recipe: 128-wide token tile, 64-wide for T <= 64 (bit-identical on the H200), dW 128x256
+    # shipped sm90 recipe (v3.1): token tiers from a 16-wide tile up (bit-identical on the H200)
     assert "dW" in lib.config and ("T<=16 128x16x128" in lib.config or target.path == "portable")
-    # the d_act chunking depends on N only
-    assert lib.chunking(96768) == (4032, 24, 256)
-    assert lib.chunking(18432) == (3712, 5, 256)
-    assert lib.chunking(768) == (768, 1, 256)
-    # scratch is capped: the same for T = 256 and T = 100000
-    assert lib.dtemb_scratch_bytes(256, 2688, 96768) == lib.dtemb_scratch_bytes(100000, 2688, 96768)
+    # the d_act chunking depends on N only; rows of T go through d_act in blocks of 512
+    assert lib.chunking(96768) == (4032, 24, 512)
+    assert lib.chunking(18432) == (3712, 5, 512)
+    assert lib.chunking(768) == (768, 1, 512)
+    # scratch is capped at one block's partials: the same for T = 512 and T = 100000, less below a block
+    assert lib.dtemb_scratch_bytes(512, 2688, 96768) == lib.dtemb_scratch_bytes(100000, 2688, 96768)
     assert lib.dtemb_scratch_bytes(1, 2688, 96768) < lib.dtemb_scratch_bytes(256, 2688, 96768)
-
+    assert lib.dtemb_scratch_bytes(256, 2688, 96768) < lib.dtemb_scratch_bytes(512, 2688, 96768)
 
 def test_c_interface_fails_closed(built):
     """Bad sizes are refused by the C side with a message, before any CUDA call (so this runs on a CPU)."""

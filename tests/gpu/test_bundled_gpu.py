@@ -42,11 +42,11 @@ def _run(fwd, temb, w, b, dy):
     return y.detach(), t.grad, wl.grad, bl.grad
 
 
-@pytest.mark.parametrize("d,n,t", [(256, 768, 37), (3072, 18432, 301)])
+@pytest.mark.parametrize("d,n,t", [(256, 768, 37), (3072, 18432, 521)])
 def test_rows_bitwise_invariant(fwd, d, n, t):
-    """Every row (output and d_temb) equals its single-row run, at random positions, for odd T; T = 301
-    crosses the 256-row block of the d_act pass; the Flux shape (N = 18432) has 4 d_act chunks and a shorter
-    remainder chunk."""
+    """Every row (output and d_temb) equals its single-row run, at random positions, for odd T; T = 521
+    crosses the 512-row block of the d_act pass (v3.1; 301 crossed v2's 256-row block); the Flux shape
+    (N = 18432) has 4 d_act chunks and a shorter remainder chunk."""
     temb, w, b, dy = _inputs(t, d, n, seed=1)
     ys, gs = [], []
     for i in range(t):

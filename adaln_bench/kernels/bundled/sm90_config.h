@@ -1,7 +1,7 @@
 // Tile configuration of the sm90 path (compile-time; the defaults are the shipped recipe). Experiment
 // variants are built with -D overrides (build.py --define), which also change the cache key.
 //
-// Forward and d_act pick a tile by T (the forward) or by the T block (d_act, <= 256 rows), in tiers:
+// Forward and d_act pick a tile by T (the forward) or by the T block (d_act, <= 512 rows), in tiers:
 //   tier 0: T <= ADALN_TIER0_MAX (0 = no such tier), tile TIER0_TM x TIER0_TN x TIER0_TK, pingpong if
 //           TIER0_PINGPONG
 //   tier 1: T <= ADALN_TIER1_MAX, tile TIER1_TM x TIER1_TN x TIER1_TK, pingpong if TIER1_PINGPONG
