@@ -159,3 +159,18 @@ def test_interleaved_sampling_takes_every_callable_in_turn_until_all_are_stable(
     out = sample_interleaved({"a": taker("a", 100.0, 0.0), "noisy": taker("n", 100.0, 30.0)}, rule)
     assert out["a"].stop_reason == "max_samples" and len(out["a"].samples_us) == 200
     assert out["a"].rel_noise == 0.0 and out["noisy"].rel_noise > 0.005
+
+
+def test_the_committed_h200_run_renders_to_its_committed_markdown():
+    import json
+    from pathlib import Path
+
+    from adaln_bench.kernels.bench.table import document_markdown, not_invariant
+
+    folder, stem = Path(__file__).resolve().parents[1] / "results" / "h200" / "kernel_bench", "kernel_bench.h200.76fc11f"
+    doc = json.loads((folder / f"{stem}.json").read_text())
+    text = document_markdown(stem, doc, doc["per_process"])
+    assert text == (folder / f"{stem}.md").read_text()
+    assert not_invariant(doc) == []
+    broken = {**doc, "bits": {"libraries": {**doc["bits"]["libraries"], "x": {"invariant": False}}}}
+    assert not_invariant(broken) == ["x"]

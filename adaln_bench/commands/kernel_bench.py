@@ -70,7 +70,7 @@ def kernel_bench_command(
     from adaln_bench.harness.environment import tool_git_state
     from adaln_bench.harness.shapes import PRESETS
     from adaln_bench.kernels.bench.subjects import SpecError, parse_library
-    from adaln_bench.kernels.bench.table import combine, entries_markdown, to_markdown
+    from adaln_bench.kernels.bench.table import combine, document_markdown, not_invariant
     from adaln_bench.reports.io import write_text_atomic
 
     size_list = _sizes(sizes, "--sizes")
@@ -119,27 +119,9 @@ def kernel_bench_command(
         "bits": first.get("bits"), "accuracy": first.get("accuracy"),
         "per_process": [{k: r.get(k) for k in ("times", "entries", "wall_s")} for r in runs],
     }
-    md = [f"# kernel-bench {stem}\n", f"{doc['device']['name']}, torch {torch.__version__}, {len(runs)} process(es); "
-          "device time (CUDA-graph replay), median over processes.\n", to_markdown(combined)]
-    ent = entries_markdown(runs)
-    if ent:
-        md += ["\nC entry points alone (µs):\n", ent]
-    not_invariant = []
-    if doc["bits"]:
-        md.append("\nBits (rows compared with the whole 2048-row batch; other libraries with the first):\n")
-        for lib, r in doc["bits"]["libraries"].items():
-            md.append(f"- {lib}: {json.dumps(r)}\n")
-            if not r.get("invariant", False):
-                not_invariant.append(lib)
-    if doc["accuracy"]:
-        md.append("\nErrors against FP64:\n")
-        for subj, by_t in doc["accuracy"].items():
-            md.append(f"- {subj}: {json.dumps(by_t)}\n")
-    for key, err in doc["subject_errors"]:
-        md.append(f"\nFAILED {key}: {err}\n")
-    text = "".join(md)
+    text = document_markdown(stem, doc, runs)
     write_text_atomic(json.dumps(doc, indent=1) + "\n", out / f"{stem}.json")
     write_text_atomic(text, out / f"{stem}.md")
     typer.echo(text)
-    failed = bool(errors or doc["subject_errors"] or not_invariant)
+    failed = bool(errors or doc["subject_errors"] or not_invariant(doc))
     raise typer.Exit(1 if failed else 0)

@@ -6,7 +6,9 @@ for a library built elsewhere (another commit's, to compare with in the same pro
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
 
 import torch
@@ -74,9 +76,6 @@ def library_subject(spec: LibrarySpec, device: torch.device, log=None) -> Subjec
 
     major, minor = torch.cuda.get_device_capability(device)
     if spec.path == "file":
-        import json
-        from pathlib import Path
-
         meta_path = Path(spec.file).parent / "meta.json"
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         base = B.target_for_capability(major, minor, forced_path=meta.get("path"))

@@ -5,6 +5,7 @@ figure over the cuBLAS path's at the same T, both from the same processes.
 """
 from __future__ import annotations
 
+import json
 from typing import Optional
 
 from adaln_bench.kernels.bench.floors import Ceilings, forward_backward_work, forward_work, rates
@@ -85,3 +86,26 @@ def entries_markdown(processes: list[dict]) -> str:
                 cells.append(f"{median(vals):.1f}" if vals else "–")
             lines.append(f"| {name} | {t} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def not_invariant(doc: dict) -> list[str]:
+    """Libraries whose bits check failed (or could not run)."""
+    libraries = (doc.get("bits") or {}).get("libraries", {})
+    return [name for name, r in libraries.items() if not r.get("invariant", False)]
+
+
+def document_markdown(stem: str, doc: dict, processes: list[dict]) -> str:
+    """The whole Markdown of a run: the table, the entry points, bits, errors against FP64, failures."""
+    md = [f"# kernel-bench {stem}\n", f"{doc['device']['name']}, torch {doc['tool']['torch']}, {doc['processes']} "
+          "process(es); device time (CUDA-graph replay), median over processes.\n", to_markdown(doc["combined"])]
+    entries = entries_markdown(processes)
+    if entries:
+        md += ["\nC entry points alone (µs):\n", entries]
+    if doc.get("bits"):
+        md.append("\nBits (rows compared with the whole 2048-row batch; other libraries with the first):\n")
+        md += [f"- {name}: {json.dumps(r)}\n" for name, r in doc["bits"]["libraries"].items()]
+    if doc.get("accuracy"):
+        md.append("\nErrors against FP64:\n")
+        md += [f"- {name}: {json.dumps(by_t)}\n" for name, by_t in doc["accuracy"].items()]
+    md += [f"\nFAILED {key}: {err}\n" for key, err in doc.get("subject_errors", [])]
+    return "".join(md)
