@@ -82,16 +82,21 @@ def test_library_compiles_and_exports_c_interface(built):
     assert lib_path.exists() and meta["arch"] == target.arch
     lib = B.Library(lib_path, target, meta)
     assert ("wgmma" in lib.path_name) == (target.path == "sm90")
-    # shipped sm90 recipe (v3.1): token tiers from a 16-wide tile up (bit-identical on the H200)
+    # shipped sm90 recipe: token tiers from a 16-wide tile up (bit-identical on the H200)
     assert "dW" in lib.config and ("T<=16 128x16x128" in lib.config or target.path == "portable")
-    # the d_act chunking depends on N only; rows of T go through d_act in blocks of 512
-    assert lib.chunking(96768) == (4032, 24, 512)
-    assert lib.chunking(18432) == (3712, 5, 512)
-    assert lib.chunking(768) == (768, 1, 512)
-    # scratch is capped at one block's partials: the same for T = 512 and T = 100000, less below a block
-    assert lib.dtemb_scratch_bytes(512, 2688, 96768) == lib.dtemb_scratch_bytes(100000, 2688, 96768)
-    assert lib.dtemb_scratch_bytes(1, 2688, 96768) < lib.dtemb_scratch_bytes(256, 2688, 96768)
-    assert lib.dtemb_scratch_bytes(256, 2688, 96768) < lib.dtemb_scratch_bytes(512, 2688, 96768)
+    # the d_temb reduction depends on N only: (chunk, chunks, chunks per group); the T block is the path's
+    block = 2048 if target.path == "sm90" else 512
+    assert lib.chunking(96768) == (4032, 24, 4, block)
+    assert lib.chunking(18432) == (3712, 5, 1, block)
+    assert lib.chunking(28000) == (4032, 7, 2, block)
+    assert lib.chunking(768) == (768, 1, 1, block)
+    # scratch is capped at one block's fp32 planes (6 group sums on sm90, 24 chunk partials on the portable
+    # path: 132 MB at the H3 shape either way), less below a block
+    planes = 6 if target.path == "sm90" else 24
+    full = lib.dtemb_scratch_bytes(block, 2688, 96768)
+    assert full == lib.dtemb_scratch_bytes(100000, 2688, 96768) == planes * block * 2688 * 4 + lib.gemm_ws_bytes
+    assert lib.dtemb_scratch_bytes(1, 2688, 96768) < lib.dtemb_scratch_bytes(256, 2688, 96768) < full
+
 
 def test_c_interface_fails_closed(built):
     """Bad sizes are refused by the C side with a message, before any CUDA call (so this runs on a CPU)."""

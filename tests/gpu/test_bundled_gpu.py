@@ -42,11 +42,15 @@ def _run(fwd, temb, w, b, dy):
     return y.detach(), t.grad, wl.grad, bl.grad
 
 
-@pytest.mark.parametrize("d,n,t", [(256, 768, 37), (3072, 18432, 521)])
+# d_temb's reduction over N (api.cu `Chunking`): N = 18432 (Flux) has 5 chunks, the last shorter, one per group;
+# N = 28000 has 7 chunks in groups of 2, the last group a lone shorter chunk; N = 30728 has 8 chunks in groups
+# of 2, the last group a whole chunk and a shorter one.
+@pytest.mark.parametrize("d,n,t", [(256, 768, 37), (3072, 18432, 521), (256, 28000, 37), (256, 30728, 45),
+                                   (256, 768, 2049)])
 def test_rows_bitwise_invariant(fwd, d, n, t):
     """Every row (output and d_temb) equals its single-row run, at random positions, for odd T; T = 521
-    crosses the 512-row block of the d_act pass (v3.1; 301 crossed v2's 256-row block); the Flux shape
-    (N = 18432) has 4 d_act chunks and a shorter remainder chunk."""
+    crosses the portable path's 512-row block of the d_act pass and T = 2049 the sm90 path's 2048-row one;
+    the N above cover every way the chunks fall into groups."""
     temb, w, b, dy = _inputs(t, d, n, seed=1)
     ys, gs = [], []
     for i in range(t):
@@ -68,6 +72,25 @@ def test_rows_bitwise_invariant(fwd, d, n, t):
     # dW, db repeatable
     _, _, gw2, gb2 = _run(fwd, temb, w, b, dy)
     assert torch.equal(gw, gw2) and torch.equal(gb, gb2)
+
+
+@pytest.mark.parametrize("d,n", [(256, 18432), (256, 28000), (256, 30728), (2688, 96768)])
+def test_sm90_and_portable_paths_agree_bitwise(d, n):
+    """The sm90 path sums d_act's chunks inside its GEMM, the portable path folds per-chunk planes: the same
+    order by construction (api.cu `Chunking`), so every output and d_temb row must have the same bits."""
+    from adaln_bench.kernels.bundled import build as B
+    from adaln_bench.kernels.bundled import candidate as C
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("both paths run on compute capability 9.0 only")
+    try:
+        libs = [B.load(B.target_for_capability(9, 0, forced_path=p)) for p in ("sm90", "portable")]
+    except B.BuildError as e:
+        pytest.skip(f"a library is missing: {e}")
+    temb, w, b, dy = _inputs(67, d, n, seed=3)
+    (y1, g1, _, _), (y2, g2, _, _) = (_run(C.make_forward(lib), temb, w, b, dy) for lib in libs)
+    assert torch.equal(y1, y2), "forward bits differ between the paths"
+    assert torch.equal(g1, g2), "d_temb bits differ between the paths"
 
 
 @pytest.mark.parametrize("t", [1, 3, 64, 300])

@@ -3,7 +3,7 @@
 // and a message in `err`. No torch, no C++ ABI across the boundary. Every entry point first makes the
 // device's primary context current on the calling thread (autograd runs backward in a thread of its own
 // that may never have touched CUDA), and launches nothing after a failed step. Elementwise kernels (SiLU, the fixed-order fold of the d_act
-// chunk partials fused with silu', the db column sum) live here and are shared by both paths.
+// chunk or group sums fused with silu', the db column sum) live here and are shared by both paths.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -46,6 +46,10 @@
 #endif
 #endif
 
+#ifndef ADALN_PDL  // programmatic dependent launch (sm90_config.h); the portable path never uses it
+#define ADALN_PDL 0
+#endif
+
 #ifndef ADALN_REQUIRED_CC
 #error "define ADALN_REQUIRED_CC (e.g. 90 for sm_90a, 100 for sm_100a)"
 #endif
@@ -56,13 +60,19 @@
 namespace adaln {
 
 // Fixed recipe constants: they depend on nothing at run time.
-// Rows of T per d_act pass (caps the partial buffer; regrouping whole rows never changes a row's bits).
+// Rows of T per d_act pass (caps the scratch at about 132 MB on either path; regrouping whole rows never
+// changes a row's bits). The sm90 path keeps one fp32 plane per chunk group, the portable path one per chunk.
 #ifndef ADALN_T_BLOCK
+#if defined(ADALN_PATH_SM90)
+#define ADALN_T_BLOCK 2048
+#else
 #define ADALN_T_BLOCK 512
+#endif
 #endif
 constexpr int64_t kTBlock = ADALN_T_BLOCK;
 constexpr int64_t kChunkTarget = 4096;  // d_act reduction chunk ~ this many of N
 constexpr int64_t kKTile = 64;          // chunk lengths are multiples of this (except a final remainder)
+constexpr int64_t kGroups = 6;          // at most this many chunk groups (see Chunking)
 constexpr size_t kGemmWs = size_t(1) << 20;
 
 void set_err(Err e, const char* fmt, ...) {
@@ -73,12 +83,16 @@ void set_err(Err e, const char* fmt, ...) {
   va_end(ap);
 }
 
+// The d_temb reduction over N, fixed by N alone (never by T): chunks of kchunk (the last may be shorter),
+// in groups of `per_group` consecutive chunks (the last group may hold fewer). For every row,
+//   d_temb = ((0 + S_0) + S_1) + ...  times silu'(temb),   S_g = ((0 + P_first) + P_next) + ...  over group g,
+// with P_j chunk j's fresh fp32 accumulation in k order. Six groups keep six fp32 planes on the sm90 path and
+// give its GEMM 6 x 21 = 126 tiles (of the H200's 132 SMs) at T <= 128 with D = 2688.
 struct Chunking {
-  int64_t kchunk, nfull, rem, nchunks;
+  int64_t kchunk, nfull, rem, nchunks, per_group, ngroups;
 };
 
-// Depends only on N: nchunks = ceil(N / 4096), chunk = ceil(N / nchunks) rounded up to 64; the last chunk
-// may be shorter (a separate launch of the same kernel).
+// nchunks = ceil(N / 4096), chunk = ceil(N / nchunks) rounded up to 64; the last chunk may be shorter.
 static Chunking chunking(int64_t N) {
   Chunking c;
   int64_t n = (N + kChunkTarget - 1) / kChunkTarget;
@@ -88,8 +102,13 @@ static Chunking chunking(int64_t N) {
   c.nfull = N / k;
   c.rem = N - c.nfull * k;
   c.nchunks = c.nfull + (c.rem > 0 ? 1 : 0);
+  c.per_group = (c.nchunks + kGroups - 1) / kGroups;
+  c.ngroups = (c.nchunks + c.per_group - 1) / c.per_group;
   return c;
 }
+
+// fp32 planes of one T block's d_act pass: one per group where the GEMM sums the chunks, else one per chunk.
+static int64_t dact_planes(const Chunking& c) { return kSumsInGemm ? c.ngroups : c.nchunks; }
 
 // --- context and descriptor checks -----------------------------------------------------------------------
 
@@ -190,6 +209,29 @@ static int check_launch(Err err, const char* what) {
   return 0;
 }
 
+// With ADALN_PDL every kernel here may be scheduled before the previous kernel in the stream has finished,
+// so each one waits for it (and for its memory) before its first load or store.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if ADALN_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Launch one of this file's kernels on `stream` (with the programmatic-serialization attribute under ADALN_PDL).
+template <class... Params, class... Args>
+static cudaError_t launch(void (*kernel)(Params...), int grid, int block, cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(unsigned(block));
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = ADALN_PDL ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 static int grid_for(int64_t n, int threads) {
@@ -200,6 +242,7 @@ static int grid_for(int64_t n, int threads) {
 
 // act = bf16(silu(x)), silu computed in fp32 as x / (1 + exp(-x)) (PyTorch's formula), rounded once.
 __global__ void silu_to_bf16(const float4* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t n4) {
+  wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     float4 v = x[i];
     float a = __fdiv_rn(v.x, __fadd_rn(1.0f, expf(-v.x)));
@@ -216,24 +259,35 @@ __device__ __forceinline__ float dsilu(float x) {
   return __fmul_rn(s, __fadd_rn(1.0f, __fmul_rn(x, __fsub_rn(1.0f, s))));
 }
 
-// d_temb = (((P0 + P1) + P2) + ...) * silu'(temb): chunk partials folded in a fixed order, plain fp32 adds.
-__global__ void fold_dtemb(const float4* __restrict__ P, int64_t nch, int64_t plane4, const float4* __restrict__ temb,
-                           float4* __restrict__ out, int64_t n4) {
+// d_temb = (((0 + S_0) + S_1) + ...) * silu'(temb), S_g = ((0 + P_a) + P_a+1) + ... over the `per_group`
+// planes of group g: plain fp32 adds in a fixed order (the Chunking comment). Called with per_group = 1 on
+// planes that are already group sums (0 + S = S: a sum that starts from +0 is never -0).
+__global__ void fold_dtemb(const float4* __restrict__ P, int64_t nplanes, int64_t per_group, int64_t plane4,
+                           const float4* __restrict__ temb, float4* __restrict__ out, int64_t n4) {
+  wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
-    float4 s = P[i];
-    for (int64_t c = 1; c < nch; ++c) {
-      float4 p = P[c * plane4 + i];
-      s.x = __fadd_rn(s.x, p.x);
-      s.y = __fadd_rn(s.y, p.y);
-      s.z = __fadd_rn(s.z, p.z);
-      s.w = __fadd_rn(s.w, p.w);
+    float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int64_t g0 = 0; g0 < nplanes; g0 += per_group) {
+      float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const int64_t g1 = g0 + per_group < nplanes ? g0 + per_group : nplanes;
+      for (int64_t c = g0; c < g1; ++c) {
+        float4 p = P[c * plane4 + i];
+        s.x = __fadd_rn(s.x, p.x);
+        s.y = __fadd_rn(s.y, p.y);
+        s.z = __fadd_rn(s.z, p.z);
+        s.w = __fadd_rn(s.w, p.w);
+      }
+      total.x = __fadd_rn(total.x, s.x);
+      total.y = __fadd_rn(total.y, s.y);
+      total.z = __fadd_rn(total.z, s.z);
+      total.w = __fadd_rn(total.w, s.w);
     }
     float4 x = temb[i];
     float4 r;
-    r.x = __fmul_rn(s.x, dsilu(x.x));
-    r.y = __fmul_rn(s.y, dsilu(x.y));
-    r.z = __fmul_rn(s.z, dsilu(x.z));
-    r.w = __fmul_rn(s.w, dsilu(x.w));
+    r.x = __fmul_rn(total.x, dsilu(x.x));
+    r.y = __fmul_rn(total.y, dsilu(x.y));
+    r.z = __fmul_rn(total.z, dsilu(x.z));
+    r.w = __fmul_rn(total.w, dsilu(x.w));
     out[i] = r;
   }
 }
@@ -258,6 +312,7 @@ __device__ __forceinline__ void add_bf16x8(float* s, uint4 v) {
 
 __global__ void __launch_bounds__(32 * kDbWarps) colsum_db(const uint4* __restrict__ dY, uint4* __restrict__ db,
                                                             int64_t T, int64_t N8) {
+  wait_for_previous_kernel();
   __shared__ float warp_sum[kDbWarps][8][33];  // [warp][column of the lane's 8][lane] (+1: no bank conflicts)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t j = blockIdx.x * 32LL + lane;
@@ -304,6 +359,7 @@ constexpr int kDwRows = 32;             // rows of dW per block step, their dY v
 __global__ void __launch_bounds__(kDwSimtMaxThreads) dw_small_t(const __nv_bfloat16* __restrict__ dY,
                                                                 const uint4* __restrict__ act,
                                                                 uint4* __restrict__ dW, int T, int64_t N, int D8) {
+  wait_for_previous_kernel();
   __shared__ float g[ADALN_DW_SIMT_MAX][kDwRows];
   const int c = threadIdx.x;
   uint4 a[ADALN_DW_SIMT_MAX];
@@ -369,26 +425,27 @@ using namespace adaln;
 
 extern "C" {
 
-ADALN_API int adaln_abi_version(void) { return 2; }
+ADALN_API int adaln_abi_version(void) { return 3; }
 ADALN_API const char* adaln_status_name(int status) { return adaln_status_text(status); }
 ADALN_API const char* adaln_path(void) { return ADALN_PATH_NAME; }
 ADALN_API const char* adaln_config(void) { return ADALN_CONFIG; }
 ADALN_API int adaln_required_cc(void) { return ADALN_REQUIRED_CC; }
 
-ADALN_API void adaln_chunking(int64_t N, int64_t* kchunk, int64_t* nchunks, int64_t* t_block) {
+ADALN_API void adaln_chunking(int64_t N, int64_t* kchunk, int64_t* nchunks, int64_t* per_group, int64_t* t_block) {
   Chunking c = chunking(N);
   *kchunk = c.kchunk;
   *nchunks = c.nchunks;
+  *per_group = c.per_group;
   *t_block = kTBlock;
 }
 
 ADALN_API size_t adaln_gemm_workspace_bytes(void) { return kGemmWs; }
 
-// Scratch for the d_temb pass: the chunk partials of one T block (capped at kTBlock rows) + GEMM workspace.
+// Scratch for the d_temb pass: the fp32 planes of one T block (capped at kTBlock rows) + GEMM workspace.
 ADALN_API size_t adaln_dtemb_scratch_bytes(int64_t T, int64_t D, int64_t N) {
   Chunking c = chunking(N);
   int64_t tb = T < kTBlock ? T : kTBlock;
-  return size_t(c.nchunks) * size_t(tb) * size_t(D) * sizeof(float) + kGemmWs;
+  return size_t(dact_planes(c)) * size_t(tb) * size_t(D) * sizeof(float) + kGemmWs;
 }
 
 ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, void* act, void* Y, int64_t T, int64_t D,
@@ -404,8 +461,8 @@ ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, voi
   if ((rc = begin_call(device, &sms, err))) return rc;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
   int64_t n4 = T * D / 4;
-  silu_to_bf16<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(temb),
-                                                      reinterpret_cast<__nv_bfloat162*>(act), n4);
+  launch(silu_to_bf16, grid_for(n4, 256), 256, stream, reinterpret_cast<const float4*>(temb),
+         reinterpret_cast<__nv_bfloat162*>(act), n4);
   if ((rc = check_launch(err, "silu kernel"))) return rc;
   return gemm_fwd(W, act, b, Y, T, D, N, sms, ws, ws_bytes, stream, err);
 }
@@ -445,20 +502,27 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
       int64_t tb = (T - t0) < kTBlock ? (T - t0) : kTBlock;
       int64_t plane = tb * D;
       const __nv_bfloat16* dyb = dy + t0 * N;
-      if (c.nfull > 0) {
-        rc = gemm_dact(w, dyb, P, tb, D, N, c.nfull, c.kchunk, plane, sms, ws, kGemmWs, stream, err);
-        if (rc) return rc;
-      }
-      if (c.rem > 0) {
-        int64_t n0 = c.nfull * c.kchunk;
-        rc = gemm_dact(w + n0 * D, dyb + n0, P + c.nfull * plane, tb, D, N, 1, c.rem, plane, sms, ws, kGemmWs, stream,
-                       err);
-        if (rc) return rc;
+      if (kSumsInGemm) {  // one launch for the whole groups, one for a shorter last group
+        const int64_t glen = c.per_group * c.kchunk, gfull = N / glen, grest = N - gfull * glen;
+        if (gfull > 0 && (rc = gemm_dact(w, dyb, P, tb, D, N, gfull, glen, c.kchunk, plane, sms, ws, kGemmWs, stream,
+                                         err)))
+          return rc;
+        if (grest > 0 && (rc = gemm_dact(w + gfull * glen * D, dyb + gfull * glen, P + gfull * plane, tb, D, N, 1,
+                                         grest, c.kchunk, plane, sms, ws, kGemmWs, stream, err)))
+          return rc;
+      } else {  // one launch for the whole chunks, one for a shorter last chunk
+        if (c.nfull > 0 && (rc = gemm_dact(w, dyb, P, tb, D, N, c.nfull, c.kchunk, c.kchunk, plane, sms, ws, kGemmWs,
+                                           stream, err)))
+          return rc;
+        const int64_t n0 = c.nfull * c.kchunk;
+        if (c.rem > 0 && (rc = gemm_dact(w + n0 * D, dyb + n0, P + c.nfull * plane, tb, D, N, 1, c.rem, c.kchunk, plane,
+                                         sms, ws, kGemmWs, stream, err)))
+          return rc;
       }
       int64_t n4 = plane / 4;
-      fold_dtemb<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(P), c.nchunks, plane / 4,
-                                                        reinterpret_cast<const float4*>(temb + t0 * D),
-                                                        reinterpret_cast<float4*>(dtemb + t0 * D), n4);
+      launch(fold_dtemb, grid_for(n4, 256), 256, stream, reinterpret_cast<const float4*>(P), dact_planes(c),
+             kSumsInGemm ? int64_t(1) : c.per_group, plane / 4, reinterpret_cast<const float4*>(temb + t0 * D),
+             reinterpret_cast<float4*>(dtemb + t0 * D), n4);
       if ((rc = check_launch(err, "d_temb fold kernel"))) return rc;
     }
   }
@@ -473,8 +537,8 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
       int per_sm = 1;  // as many blocks as fit at once (registers limit it), each walking its share of rows
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dw_small_t, threads, 0);
       const int64_t steps = (N + kDwRows - 1) / kDwRows, resident = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
-      dw_small_t<<<int(steps < resident ? steps : resident), threads, 0, stream>>>(
-          dy, reinterpret_cast<const uint4*>(act), reinterpret_cast<uint4*>(dW), int(T), N, d8);
+      launch(dw_small_t, int(steps < resident ? steps : resident), threads, stream, dy,
+             reinterpret_cast<const uint4*>(act), reinterpret_cast<uint4*>(dW), int(T), N, d8);
       if ((rc = check_launch(err, "dW kernel (CUDA cores)"))) return rc;
     } else
 #endif
@@ -485,8 +549,8 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
   }
   if (db) {
     int64_t n8 = N / 8;
-    colsum_db<<<int((n8 + 31) / 32), 32 * kDbWarps, 0, stream>>>(reinterpret_cast<const uint4*>(dY),
-                                                                  reinterpret_cast<uint4*>(db), T, n8);
+    launch(colsum_db, int((n8 + 31) / 32), 32 * kDbWarps, stream, reinterpret_cast<const uint4*>(dY),
+           reinterpret_cast<uint4*>(db), T, n8);
     if ((rc = check_launch(err, "db kernel"))) return rc;
   }
   return ADALN_OK;

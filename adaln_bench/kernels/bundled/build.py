@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Optional
 
 HERE = Path(__file__).resolve().parent
-ABI_VERSION = 2  # 2: entry points take the device index; adaln_status_name
+ABI_VERSION = 3  # 2: entry points take the device index; adaln_status_name. 3: chunk groups in adaln_chunking
+# A library of the previous ABI still loads (kernel-bench compares against another commit's build).
+READABLE_ABI_VERSIONS = (2, ABI_VERSION)
 LIB_NAME = "libadaln_bundled.so"
 
 COMMON_HEADERS = ("gemms.h", "status.h", "cutlass_run.cuh", "sm90_config.h")
@@ -279,7 +281,7 @@ class Library:
         L.adaln_path.restype = ctypes.c_char_p
         L.adaln_config.restype = ctypes.c_char_p
         L.adaln_required_cc.restype = ctypes.c_int
-        L.adaln_chunking.argtypes = [i64, ctypes.POINTER(i64), ctypes.POINTER(i64), ctypes.POINTER(i64)]
+        L.adaln_chunking.argtypes = [i64, *[ctypes.POINTER(i64)] * 4]
         L.adaln_chunking.restype = None
         L.adaln_gemm_workspace_bytes.restype = sz
         L.adaln_dtemb_scratch_bytes.argtypes = [i64, i64, i64]
@@ -292,19 +294,25 @@ class Library:
         L.adaln_backward.restype = ctypes.c_int
         L.adaln_status_name.argtypes = [ctypes.c_int]
         L.adaln_status_name.restype = ctypes.c_char_p
-        abi = L.adaln_abi_version()
-        if abi != ABI_VERSION:
-            raise BuildError(f"{lib_path}: ABI version {abi}, expected {ABI_VERSION}")
+        self.abi = L.adaln_abi_version()
+        if self.abi not in READABLE_ABI_VERSIONS:
+            raise BuildError(f"{lib_path}: ABI version {self.abi}, expected {ABI_VERSION}")
+        if self.abi == 2:  # no chunk groups: (kchunk, nchunks, t_block)
+            L.adaln_chunking.argtypes = [i64, *[ctypes.POINTER(i64)] * 3]
         if L.adaln_required_cc() != target.cc:
             raise BuildError(f"{lib_path}: built for cc {L.adaln_required_cc()}, expected {target.cc}")
         self.path_name = L.adaln_path().decode()
         self.config = L.adaln_config().decode()
         self.gemm_ws_bytes = int(L.adaln_gemm_workspace_bytes())
 
-    def chunking(self, n: int) -> tuple[int, int, int]:
-        k, c, t = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        self._lib.adaln_chunking(n, ctypes.byref(k), ctypes.byref(c), ctypes.byref(t))
-        return k.value, c.value, t.value
+    def chunking(self, n: int) -> tuple[int, int, int, int]:
+        """(chunk length, chunks, chunks per group, T block) of the d_temb reduction for N = n (api.cu)."""
+        k, c, g, t = (ctypes.c_int64() for _ in range(4))
+        if self.abi == 2:  # each chunk its own group: the same fold order
+            self._lib.adaln_chunking(n, ctypes.byref(k), ctypes.byref(c), ctypes.byref(t))
+            return k.value, c.value, 1, t.value
+        self._lib.adaln_chunking(n, ctypes.byref(k), ctypes.byref(c), ctypes.byref(g), ctypes.byref(t))
+        return k.value, c.value, g.value, t.value
 
     def dtemb_scratch_bytes(self, t: int, d: int, n: int) -> int:
         return int(self._lib.adaln_dtemb_scratch_bytes(t, d, n))

@@ -155,7 +155,7 @@ def availability() -> Optional[str]:
 def _build_impl(ctx: BuildContext) -> Implementation:
     device = ctx.device if ctx.device.index is not None else torch.device("cuda", torch.cuda.current_device())
     lib = get_library(device)
-    kchunk, nchunks, t_block = lib.chunking(ctx.out_features)
+    kchunk, nchunks, per_group, t_block = lib.chunking(ctx.out_features)
     meta = lib.meta
     details = {
         "path": lib.target.path,
@@ -167,7 +167,8 @@ def _build_impl(ctx: BuildContext) -> Implementation:
         "nvcc": str(meta.get("nvcc", "")),
         "cutlass": str(meta.get("cutlass_version", "")),
         "flags": str(meta.get("flags", "")),
-        "dact_chunking": f"{nchunks} chunks of {kchunk} (fixed by N = {ctx.out_features}), T blocks of {t_block}",
+        "dact_chunking": (f"{nchunks} chunks of {kchunk}, summed in groups of {per_group} (fixed by N = "
+                          f"{ctx.out_features}), T blocks of {t_block}"),
         "prebuilt_or_cached": str(meta.get("prebuilt_or_cached", "")),
     }
     return Implementation(

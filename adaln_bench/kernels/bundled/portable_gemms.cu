@@ -83,13 +83,21 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
   return fwd<FwdSmall>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
 }
 
-int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
+// mma.sync accumulates in registers with no promotion step: one chunk per batch (api.cu folds the chunks).
+const bool kSumsInGemm = false;
+
+int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L, int64_t klen,
               int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   (void)sm_count;
+  if (klen > kchunk) {
+    set_err(err, "d_act GEMM (portable): a K range of %lld holds more than one chunk of %lld", (long long)klen,
+            (long long)kchunk);
+    return ADALN_BAD_ARGUMENT;
+  }
 #if ADALN_PORTABLE_TIERS
-  if (Tb > 64) return dact<DactLarge>(W, dY, partial, Tb, D, N, L, kchunk, plane, ws, ws_bytes, stream, err);
+  if (Tb > 64) return dact<DactLarge>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
 #endif
-  return dact<DactSmall>(W, dY, partial, Tb, D, N, L, kchunk, plane, ws, ws_bytes, stream, err);
+  return dact<DactSmall>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
 }
 
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,

@@ -2,19 +2,20 @@
 // `Sm90Gemm` is the one place a GEMM of this path is assembled (the forward, d_act and dW files only pick
 // operand layouts, output type, epilogue and a tile configuration from sm90_config.h).
 #pragma once
-#include "tma_guard.cuh"  // first: before any CuTe header (see there)
+#include "sm90_config.h"  // first: it may enable CUTLASS's grid dependency control (ADALN_PDL)
+#include "tma_guard.cuh"  // before any CuTe header (see there)
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/fusion/operations.hpp"
 #include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized_fp8.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "cutlass_run.cuh"
 #include "gemms.h"
-#include "sm90_config.h"
 
 namespace adaln {
 using namespace cute;
@@ -38,19 +39,45 @@ struct TileConfig {
                           cutlass::epilogue::TmaWarpSpecializedCooperative>>;
 };
 
+// The builder's mainloop with the tensor-core accumulator restarted every `mma_promotion_interval` k16 steps
+// (one d_act chunk) and added into a main fp32 accumulator: S = ((0 + P0) + P1) + ..., each P a fresh chunk
+// accumulation in k order. CUTLASS ships this as its FP8 "promotion" mainloop; nothing in it depends on the
+// element type, so the bf16 operands and tiles the builder chose are kept and only the dispatch policy
+// changes. It adds into the main accumulator without zeroing it, so `mma` clears it first.
+template <class Regular>
+struct ChunkSummed;
+template <int Stages, class Cluster, class Schedule, class... Rest>
+struct ChunkSummed<cutlass::gemm::collective::CollectiveMma<
+    cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<Stages, Cluster, Schedule>, Rest...>>
+    : cutlass::gemm::collective::CollectiveMma<
+          cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<Stages, Cluster, Schedule>, Rest...> {
+  using Base = cutlass::gemm::collective::CollectiveMma<
+      cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<Stages, Cluster, Schedule>, Rest...>;
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(typename Base::MainloopPipeline pipeline, typename Base::PipelineState smem_pipe_read,
+                          FrgTensorC& accum, int k_tile_count, int thread_idx,
+                          typename Base::TensorStorage& shared_tensors, typename Base::Params const& params) {
+    cute::clear(accum);
+    Base::mma(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, params);
+  }
+};
+
 // One bf16 x bf16 -> fp32-accumulated GEMM with no C operand (ElementC = void): D = Fusion(acc).
-template <class Config, class LayoutA, class LayoutB, class ElementD, class LayoutD, int AlignD, class Fusion>
+// ChunkSums: the mainloop above (the caller sets the interval in the mainloop arguments).
+template <class Config, class LayoutA, class LayoutB, class ElementD, class LayoutD, int AlignD, class Fusion,
+          bool ChunkSums = false>
 struct Sm90Gemm {
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::Tile, typename Config::Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, AlignD, ElementD, LayoutD, AlignD,
       typename Config::Epilogue, Fusion>::CollectiveOp;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using RegularMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, LayoutA, 8, bf16, LayoutB, 8, float,
       typename Config::Tile, typename Config::Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Config::Mainloop>::CollectiveOp;
+  using CollectiveMainloop = cute::conditional_t<ChunkSums, ChunkSummed<RegularMainloop>, RegularMainloop>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -59,23 +86,32 @@ struct Sm90Gemm {
   using StrideD = typename Gemm::GemmKernel::StrideD;
 };
 
-// The token-side tiers of the forward and d_act GEMMs (sm90_config.h): the first tier whose bound holds;
-// above the last bound, the GEMM's own large-T configuration `Large`. `Launch<Config>::run` is called. The
-// bounds depend on T (or the T block) only, and every tier gives the same bits (checked on the H200: NOTES.md).
-template <template <class> class Launch, class Large, class... Args>
-int dispatch_token_tiers(int64_t t, Args... args) {
-#if ADALN_TIER0_MAX > 0
-  if (t <= ADALN_TIER0_MAX)
-    return Launch<TileConfig<ADALN_TIER0_TM, ADALN_TIER0_TN, 1, ADALN_TIER0_PINGPONG, ADALN_TIER0_TK>>::run(args...);
-#endif
-#if ADALN_TIER1_MAX > 0
-  if (t <= ADALN_TIER1_MAX)
-    return Launch<TileConfig<ADALN_TIER1_TM, ADALN_TIER1_TN, 1, ADALN_TIER1_PINGPONG, ADALN_TIER1_TK>>::run(args...);
-#endif
-#if ADALN_TIER2_MAX > 0
-  if (t <= ADALN_TIER2_MAX) return Launch<TileConfig<128, ADALN_TIER2_TN, 1, false>>::run(args...);
-#endif
-  return Launch<Large>::run(args...);
-}
+// Token-side tiers of the forward and d_act GEMMs (sm90_config.h): `Tier<MaxT, Config>` takes T (or the T
+// block) <= MaxT (MaxT = 0: the tier is off and not compiled); the first tier that holds wins, and above them
+// all the GEMM's `Large` configuration. `Launch<Config>::run(args...)` is called. The bounds depend on T only,
+// and every tile gives the same bits (checked on the H200: NOTES.md).
+template <int MaxT, class Config>
+struct Tier {
+  static constexpr int max_t = MaxT;
+  using type = Config;
+};
+
+template <template <class> class Launch, class Large, class... Tiers>
+struct TokenTiers {
+  template <class... Args>
+  static int run(int64_t, Args... args) {
+    return Launch<Large>::run(args...);
+  }
+};
+template <template <class> class Launch, class Large, class First, class... More>
+struct TokenTiers<Launch, Large, First, More...> {
+  template <class... Args>
+  static int run(int64_t t, Args... args) {
+    if constexpr (First::max_t > 0) {
+      if (t <= First::max_t) return Launch<typename First::type>::run(args...);
+    }
+    return TokenTiers<Launch, Large, More...>::run(t, args...);
+  }
+};
 
 }  // namespace adaln

@@ -1,57 +1,78 @@
 // Tile configuration of the sm90 path (compile-time; the defaults are the shipped recipe). Experiment
 // variants are built with -D overrides (build.py --define), which also change the cache key.
 //
-// Forward and d_act pick a tile by T (the forward) or by the T block (d_act, <= 512 rows), in tiers:
-//   tier 0: T <= ADALN_TIER0_MAX (0 = no such tier), tile TIER0_TM x TIER0_TN x TIER0_TK, pingpong if
-//           TIER0_PINGPONG
-//   tier 1: T <= ADALN_TIER1_MAX, tile TIER1_TM x TIER1_TN x TIER1_TK, pingpong if TIER1_PINGPONG
-//   tier 2: T <= ADALN_TIER2_MAX (0 = none), cooperative 128 x TIER2_TN
-//   large:  otherwise, cooperative FWD_LARGE_TM x FWD_LARGE_TN in FWD_LARGE_CLUSTER_M x 1 clusters (forward),
-//           DACT_LARGE_* (d_act; its M is D = 2688, which 256 does not divide)
+// Forward and d_act pick a tile by T (the forward) or by the T block (d_act), in tiers (sm90_common.cuh
+// `TokenTiers`): the first tier whose bound holds (bound 0 = tier off), else the GEMM's large configuration.
+//   forward: FWD_TIER0 .. FWD_TIER3 (TM x TN x TK, pingpong or cooperative), above them FWD_LARGE
+//            (cooperative, FWD_LARGE_CLUSTER_M x _N clusters).
+//   d_act:   DACT_TIER0 .. DACT_TIER2 (128 x TN x 64), above them DACT_LARGE. Its k-tile is 64 on every tier:
+//            the chunk sums restart the accumulator every 4032 (= 63 x 64) of K, so a k-tile may not straddle
+//            a chunk boundary.
 // A switch with T is allowed only because the H200 gave identical bits across every tile shape and schedule
 // tried (wgmma m64nNk16 for N = 16 ... 256, and mma.sync): re-check on any new GPU, CUTLASS or nvcc.
 // dW (K = T: only repeatable, never compared across batches) has one configuration.
 //
-// Shipped v3 (NOTES.md, "v3"): T <= 16: 128x16x128; T <= 64: 128x64x128; T <= 128: 128x128; larger: forward
-// 128x256, d_act 128x256 in 2x1 clusters; dW pingpong 128x128 (and on CUDA cores at T = 1, api.cu).
-// (v2: 128x64 up to 64, then 128x128; dW 128x256.)
+// Shipped v4 (NOTES.md, "v4"): forward as v3.1 (T <= 16: 128x16x128; T <= 64: 128x64x128; T <= 128: 128x128;
+// larger 128x256); d_act sums its chunks inside the GEMM, 128x16 / 128x64 / 128x128 up to 16 / 64 / 128 rows
+// and 128x128 in 2x1 clusters above; dW pingpong 128x128 (and on CUDA cores at T = 1, api.cu).
 #pragma once
 
-#ifndef ADALN_TIER0_MAX
-#define ADALN_TIER0_MAX 16
+// Programmatic dependent launch: every kernel of a call is launched so that it may be scheduled while the
+// previous one drains, and waits (griddepcontrol.wait) before it touches memory. Numerics do not change.
+#ifndef ADALN_PDL
+#define ADALN_PDL 0
 #endif
-#ifndef ADALN_TIER0_TM
-#define ADALN_TIER0_TM 128
+#if ADALN_PDL && !defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+#define CUTLASS_ENABLE_GDC_FOR_SM90 1
 #endif
-#ifndef ADALN_TIER0_TN
-#define ADALN_TIER0_TN 16
+
+#ifndef ADALN_FWD_TIER0_MAX
+#define ADALN_FWD_TIER0_MAX 16
 #endif
-#ifndef ADALN_TIER0_TK
-#define ADALN_TIER0_TK 128
+#ifndef ADALN_FWD_TIER0_TM
+#define ADALN_FWD_TIER0_TM 128
 #endif
-#ifndef ADALN_TIER0_PINGPONG
-#define ADALN_TIER0_PINGPONG false
+#ifndef ADALN_FWD_TIER0_TN
+#define ADALN_FWD_TIER0_TN 16
 #endif
-#ifndef ADALN_TIER1_MAX
-#define ADALN_TIER1_MAX 64
+#ifndef ADALN_FWD_TIER0_TK
+#define ADALN_FWD_TIER0_TK 128
 #endif
-#ifndef ADALN_TIER1_TM
-#define ADALN_TIER1_TM 128
+#ifndef ADALN_FWD_TIER0_PINGPONG
+#define ADALN_FWD_TIER0_PINGPONG false
 #endif
-#ifndef ADALN_TIER1_TN
-#define ADALN_TIER1_TN 64
+#ifndef ADALN_FWD_TIER1_MAX
+#define ADALN_FWD_TIER1_MAX 64
 #endif
-#ifndef ADALN_TIER1_TK
-#define ADALN_TIER1_TK 128
+#ifndef ADALN_FWD_TIER1_TM
+#define ADALN_FWD_TIER1_TM 128
 #endif
-#ifndef ADALN_TIER1_PINGPONG
-#define ADALN_TIER1_PINGPONG false
+#ifndef ADALN_FWD_TIER1_TN
+#define ADALN_FWD_TIER1_TN 64
 #endif
-#ifndef ADALN_TIER2_MAX
-#define ADALN_TIER2_MAX 128
+#ifndef ADALN_FWD_TIER1_TK
+#define ADALN_FWD_TIER1_TK 128
 #endif
-#ifndef ADALN_TIER2_TN
-#define ADALN_TIER2_TN 128
+#ifndef ADALN_FWD_TIER1_PINGPONG
+#define ADALN_FWD_TIER1_PINGPONG false
+#endif
+#ifndef ADALN_FWD_TIER2_MAX
+#define ADALN_FWD_TIER2_MAX 128
+#endif
+#ifndef ADALN_FWD_TIER2_TM
+#define ADALN_FWD_TIER2_TM 128
+#endif
+#ifndef ADALN_FWD_TIER2_TN
+#define ADALN_FWD_TIER2_TN 128
+#endif
+#ifndef ADALN_FWD_TIER3_MAX
+#define ADALN_FWD_TIER3_MAX 0
+#endif
+#ifndef ADALN_FWD_TIER3_TM
+#define ADALN_FWD_TIER3_TM 128
+#endif
+#ifndef ADALN_FWD_TIER3_TN
+#define ADALN_FWD_TIER3_TN 256
 #endif
 #ifndef ADALN_FWD_LARGE_TM
 #define ADALN_FWD_LARGE_TM 128
@@ -59,23 +80,41 @@
 #ifndef ADALN_FWD_LARGE_TN
 #define ADALN_FWD_LARGE_TN 256
 #endif
+#ifndef ADALN_FWD_LARGE_CLUSTER_M
+#define ADALN_FWD_LARGE_CLUSTER_M 1
+#endif
 #ifndef ADALN_FWD_LARGE_CLUSTER_N
 #define ADALN_FWD_LARGE_CLUSTER_N 1
 #endif
-#ifndef ADALN_FWD_LARGE_CLUSTER_M
-#define ADALN_FWD_LARGE_CLUSTER_M 1
+#ifndef ADALN_DACT_TIER0_MAX
+#define ADALN_DACT_TIER0_MAX 16
+#endif
+#ifndef ADALN_DACT_TIER0_TN
+#define ADALN_DACT_TIER0_TN 16
+#endif
+#ifndef ADALN_DACT_TIER1_MAX
+#define ADALN_DACT_TIER1_MAX 64
+#endif
+#ifndef ADALN_DACT_TIER1_TN
+#define ADALN_DACT_TIER1_TN 64
+#endif
+#ifndef ADALN_DACT_TIER2_MAX
+#define ADALN_DACT_TIER2_MAX 128
+#endif
+#ifndef ADALN_DACT_TIER2_TN
+#define ADALN_DACT_TIER2_TN 128
 #endif
 #ifndef ADALN_DACT_LARGE_TM
 #define ADALN_DACT_LARGE_TM 128
 #endif
 #ifndef ADALN_DACT_LARGE_TN
-#define ADALN_DACT_LARGE_TN 256
-#endif
-#ifndef ADALN_DACT_LARGE_CLUSTER_N
-#define ADALN_DACT_LARGE_CLUSTER_N 1
+#define ADALN_DACT_LARGE_TN 128
 #endif
 #ifndef ADALN_DACT_LARGE_CLUSTER_M
 #define ADALN_DACT_LARGE_CLUSTER_M 2
+#endif
+#ifndef ADALN_DACT_LARGE_CLUSTER_N
+#define ADALN_DACT_LARGE_CLUSTER_N 1
 #endif
 #ifndef ADALN_DW_TM
 #define ADALN_DW_TM 128
@@ -86,6 +125,9 @@
 #ifndef ADALN_DW_CLUSTER_M
 #define ADALN_DW_CLUSTER_M 1
 #endif
+#ifndef ADALN_DW_CLUSTER_N
+#define ADALN_DW_CLUSTER_N 1
+#endif
 #ifndef ADALN_DW_PINGPONG
 #define ADALN_DW_PINGPONG true
 #endif
@@ -95,14 +137,17 @@
 
 #define ADALN_STR2(x) #x
 #define ADALN_STR(x) ADALN_STR2(x)
-#define ADALN_SM90_CONFIG                                                                                     \
-  "fwd/d_act tiers: T<=" ADALN_STR(ADALN_TIER0_MAX) " " ADALN_STR(ADALN_TIER0_TM) "x" ADALN_STR(ADALN_TIER0_TN) "x"   \
-  ADALN_STR(ADALN_TIER0_TK) " pp=" ADALN_STR(ADALN_TIER0_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER1_MAX) " "             \
-  ADALN_STR(ADALN_TIER1_TM) "x" ADALN_STR(ADALN_TIER1_TN) "x" ADALN_STR(ADALN_TIER1_TK) " pp="                        \
-  ADALN_STR(ADALN_TIER1_PINGPONG) ", T<=" ADALN_STR(ADALN_TIER2_MAX) " 128x" ADALN_STR(ADALN_TIER2_TN)                \
-  " (0 = tier off); larger: fwd " ADALN_STR(ADALN_FWD_LARGE_TM) "x" ADALN_STR(ADALN_FWD_LARGE_TN) " cluster "         \
-  ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) ", d_act " ADALN_STR(ADALN_DACT_LARGE_TM) "x" ADALN_STR(ADALN_DACT_LARGE_TN) \
-  " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64); dW " ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) \
-  " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x1 pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct="                           \
-  ADALN_STR(ADALN_DW_DIRECT_STORE) "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block "   \
-  ADALN_STR(ADALN_T_BLOCK)
+#define ADALN_FWD_TIER_TEXT(i) \
+  "T<=" ADALN_STR(ADALN_FWD_TIER##i##_MAX) " " ADALN_STR(ADALN_FWD_TIER##i##_TM) "x" ADALN_STR(ADALN_FWD_TIER##i##_TN)
+#define ADALN_SM90_CONFIG                                                                                          \
+  "fwd tiers (0 = off): " ADALN_FWD_TIER_TEXT(0) "x" ADALN_STR(ADALN_FWD_TIER0_TK) " pp=" ADALN_STR(ADALN_FWD_TIER0_PINGPONG) \
+  ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
+  ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
+  ADALN_STR(ADALN_FWD_LARGE_TN) " cluster " ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) \
+  "; d_act chunk sums in the GEMM, tiers T<=" ADALN_STR(ADALN_DACT_TIER0_MAX) " 128x" ADALN_STR(ADALN_DACT_TIER0_TN)      \
+  ", T<=" ADALN_STR(ADALN_DACT_TIER1_MAX) " 128x" ADALN_STR(ADALN_DACT_TIER1_TN) ", T<=" ADALN_STR(ADALN_DACT_TIER2_MAX)   \
+  " 128x" ADALN_STR(ADALN_DACT_TIER2_TN) "; larger " ADALN_STR(ADALN_DACT_LARGE_TM) "x" ADALN_STR(ADALN_DACT_LARGE_TN)    \
+  " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64); dW "             \
+  ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x"                        \
+  ADALN_STR(ADALN_DW_CLUSTER_N) " pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct=" ADALN_STR(ADALN_DW_DIRECT_STORE)          \
+  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; pdl=" ADALN_STR(ADALN_PDL)

@@ -1,40 +1,54 @@
-// d_act partials, swap-AB and batched over fixed K chunks of the N reduction:
-// P[c](m = d, n = t) = sum_{k < kchunk} W[c*kchunk + k, d] * dY[t, c*kchunk + k]; fresh fp32 accumulator per chunk.
-// The chunking depends only on N. Epilogue: alpha = 1 (exact), fp32 out, no rounding. The tile follows the
-// T block's tier (sm90_config.h).
+// d_act chunk sums, swap-AB and batched over groups of whole chunks of the N reduction:
+// S[l](m = d, n = t) = ((0 + P_0) + P_1) + ..., P_j = sum_{k < kchunk} W[n_j + k, d] * dY[t, n_j + k] over the
+// chunks j of batch l's K range [l * klen, l * klen + klen) (the last chunk may be shorter), each P_j a fresh
+// tensor-core accumulation in k order, added into the fp32 sum by the mainloop (sm90_common.cuh `ChunkSummed`).
+// The chunking and grouping depend only on N. Epilogue: alpha = 1 (exact), fp32 out, no rounding. The tile
+// follows the T block's tier (sm90_config.h); the k-tile is 64 everywhere (a chunk is a whole number of them).
 #include "sm90_common.cuh"
 
 namespace adaln {
 namespace {
 using Fusion = cutlass::epilogue::fusion::LinearCombination<float, float, void, float>;
+constexpr int kMmaK = 16;  // K of one wgmma: the promotion interval counts these
 
 template <class Config>
 struct LaunchDact {
   using G = Sm90Gemm<Config, cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor, float,
-                     cutlass::layout::ColumnMajor, 4, Fusion>;
-  static int run(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
-                 int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream,
-                 Err err) {
-    typename G::StrideA sa = make_stride(_1{}, D, kchunk * D);  // (m=d, k=n, l=c) -> W[(c*kchunk + n)*D + d]
-    typename G::StrideB sb = make_stride(N, _1{}, kchunk);      // (n=t, k=n, l=c) -> dY[t*N + c*kchunk + n]
-    typename G::StrideD sd = make_stride(_1{}, D, plane);       // (m=d, n=t, l=c) -> P[c*plane + t*D + d]
+                     cutlass::layout::ColumnMajor, 4, Fusion, /*ChunkSums=*/true>;
+  static int run(const void* W, const void* dY, float* sums, int64_t Tb, int64_t D, int64_t N, int64_t L,
+                 int64_t klen, int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes,
+                 cudaStream_t stream, Err err) {
+    typename G::StrideA sa = make_stride(_1{}, D, klen * D);  // (m=d, k=n, l) -> W[(l*klen + n)*D + d]
+    typename G::StrideB sb = make_stride(N, _1{}, klen);      // (n=t, k=n, l) -> dY[t*N + l*klen + n]
+    typename G::StrideD sd = make_stride(_1{}, D, plane);     // (m=d, n=t, l) -> S[l*plane + t*D + d]
     typename G::Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kBatched,
-                                     {int(D), int(Tb), int(kchunk), int(L)},
+                                     {int(D), int(Tb), int(klen), int(L)},
                                      {reinterpret_cast<const bf16*>(W), sa, reinterpret_cast<const bf16*>(dY), sb},
-                                     {{}, nullptr, sd, partial, sd}};
+                                     {{}, nullptr, sd, sums, sd}};
+    args.mainloop.mma_promotion_interval = uint32_t(kchunk / kMmaK);
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
     args.hw_info.sm_count = sm_count;
-    return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
+    return run_cutlass<typename G::Gemm, bool(ADALN_PDL)>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
   }
 };
 }  // namespace
 
-int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, int64_t N, int64_t L,
+const bool kSumsInGemm = true;
+
+int gemm_dact(const void* W, const void* dY, float* sums, int64_t Tb, int64_t D, int64_t N, int64_t L, int64_t klen,
               int64_t kchunk, int64_t plane, int sm_count, void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
-  using Large = TileConfig<ADALN_DACT_LARGE_TM, ADALN_DACT_LARGE_TN, ADALN_DACT_LARGE_CLUSTER_M, false, 64, false,
-                           ADALN_DACT_LARGE_CLUSTER_N>;
-  return dispatch_token_tiers<LaunchDact, Large>(Tb, W, dY, partial, Tb, D, N, L, kchunk, plane, sm_count, ws, ws_bytes,
-                                          stream, err);
+  if (kchunk % 64 != 0) {
+    set_err(err, "d_act GEMM (sm90): chunk length %lld is not a multiple of the 64-wide k-tile", (long long)kchunk);
+    return ADALN_BAD_ARGUMENT;
+  }
+  using Tiers = TokenTiers<
+      LaunchDact,
+      TileConfig<ADALN_DACT_LARGE_TM, ADALN_DACT_LARGE_TN, ADALN_DACT_LARGE_CLUSTER_M, false, 64, false,
+                 ADALN_DACT_LARGE_CLUSTER_N>,
+      Tier<ADALN_DACT_TIER0_MAX, TileConfig<128, ADALN_DACT_TIER0_TN, 1, false, 64>>,
+      Tier<ADALN_DACT_TIER1_MAX, TileConfig<128, ADALN_DACT_TIER1_TN, 1, false, 64>>,
+      Tier<ADALN_DACT_TIER2_MAX, TileConfig<128, ADALN_DACT_TIER2_TN, 1, false, 64>>>;
+  return Tiers::run(Tb, W, dY, sums, Tb, D, N, L, klen, kchunk, plane, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln

@@ -5,7 +5,8 @@
 namespace adaln {
 namespace {
 using Fusion = cutlass::epilogue::fusion::LinearCombination<bf16, float, void, float>;
-using Config = TileConfig<ADALN_DW_TM, ADALN_DW_TN, ADALN_DW_CLUSTER_M, ADALN_DW_PINGPONG, 64, ADALN_DW_DIRECT_STORE>;
+using Config = TileConfig<ADALN_DW_TM, ADALN_DW_TN, ADALN_DW_CLUSTER_M, ADALN_DW_PINGPONG, 64, ADALN_DW_DIRECT_STORE,
+                          ADALN_DW_CLUSTER_N>;
 using G = Sm90Gemm<Config, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, bf16, cutlass::layout::RowMajor, 8,
                    Fusion>;
 }  // namespace
@@ -22,6 +23,6 @@ int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int
   args.epilogue.thread.alpha = 1.0f;
   args.epilogue.thread.beta = 0.0f;
   args.hw_info.sm_count = sm_count;
-  return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
+  return run_cutlass<typename G::Gemm, bool(ADALN_PDL)>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
 }
 }  // namespace adaln

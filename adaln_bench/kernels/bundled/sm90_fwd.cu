@@ -26,15 +26,23 @@ struct LaunchFwd {
     args.epilogue.thread.bias_ptr = reinterpret_cast<const bf16*>(bias);
     args.hw_info.sm_count = sm_count;
     args.scheduler.raster_order = cutlass::gemm::kernel::detail::RasterOrderOptions::AlongN;
-    return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
+    return run_cutlass<typename G::Gemm, bool(ADALN_PDL)>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
   }
 };
 }  // namespace
 
 int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
              void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
-  using Large = TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, false, 64, false,
-                           ADALN_FWD_LARGE_CLUSTER_N>;
-  return dispatch_token_tiers<LaunchFwd, Large>(T, W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
+  using Tiers = TokenTiers<
+      LaunchFwd,
+      TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, false, 64, false,
+                 ADALN_FWD_LARGE_CLUSTER_N>,
+      Tier<ADALN_FWD_TIER0_MAX, TileConfig<ADALN_FWD_TIER0_TM, ADALN_FWD_TIER0_TN, 1, ADALN_FWD_TIER0_PINGPONG,
+                                           ADALN_FWD_TIER0_TK>>,
+      Tier<ADALN_FWD_TIER1_MAX, TileConfig<ADALN_FWD_TIER1_TM, ADALN_FWD_TIER1_TN, 1, ADALN_FWD_TIER1_PINGPONG,
+                                           ADALN_FWD_TIER1_TK>>,
+      Tier<ADALN_FWD_TIER2_MAX, TileConfig<ADALN_FWD_TIER2_TM, ADALN_FWD_TIER2_TN, 1, false>>,
+      Tier<ADALN_FWD_TIER3_MAX, TileConfig<ADALN_FWD_TIER3_TM, ADALN_FWD_TIER3_TN, 1, false>>>;
+  return Tiers::run(T, W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
