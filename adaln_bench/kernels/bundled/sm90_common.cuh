@@ -26,9 +26,14 @@ using bf16 = cutlass::bfloat16_t;
 // consumer warpgroups share one TM x TN tile (TM >= 128). Pingpong: each consumer warpgroup owns a whole
 // TM x TN tile and its epilogue overlaps the other's mainloop (for short-K GEMMs). Neither changes an
 // element's accumulation chain: fresh accumulator, k in order, 16 at a time.
-template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectStore = false, int ClusterN = 1>
+// EpiN: the epilogue's subtile width along N (0: CUTLASS's choice, 32). A row-major output (dW: N contiguous)
+// is stored in rows of EpiN elements, 64 bytes at the default, so a write-bound GEMM may want it wider.
+template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectStore = false, int ClusterN = 1,
+          int EpiN = 0>
 struct TileConfig {
   using Tile = Shape<Int<TM>, Int<TN>, Int<TK>>;
+  using EpilogueTile = cute::conditional_t<EpiN == 0, cutlass::epilogue::collective::EpilogueTileAuto,
+                                           Shape<Int<(Pingpong ? 64 : (TM < 128 ? TM : 128))>, Int<EpiN>>>;
   using Cluster = Shape<Int<ClusterM>, Int<ClusterN>, _1>;
   using Mainloop = cute::conditional_t<Pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                                        cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
@@ -69,7 +74,7 @@ template <class Config, class LayoutA, class LayoutB, class ElementD, class Layo
 struct Sm90Gemm {
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::Tile, typename Config::Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, AlignD, ElementD, LayoutD, AlignD,
+      typename Config::EpilogueTile, float, float, void, LayoutD, AlignD, ElementD, LayoutD, AlignD,
       typename Config::Epilogue, Fusion>::CollectiveOp;
   using RegularMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, LayoutA, 8, bf16, LayoutB, 8, float,

@@ -6,7 +6,7 @@ namespace adaln {
 namespace {
 using Fusion = cutlass::epilogue::fusion::LinearCombination<bf16, float, void, float>;
 using Config = TileConfig<ADALN_DW_TM, ADALN_DW_TN, ADALN_DW_CLUSTER_M, ADALN_DW_PINGPONG, 64, ADALN_DW_DIRECT_STORE,
-                          ADALN_DW_CLUSTER_N>;
+                          ADALN_DW_CLUSTER_N, ADALN_DW_EPI_N>;
 using G = Sm90Gemm<Config, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, bf16, cutlass::layout::RowMajor, 8,
                    Fusion>;
 }  // namespace
