@@ -153,7 +153,14 @@ def test_interleaved_sampling_takes_every_callable_in_turn_until_all_are_stable(
 
     rule = StopRule(target=0.005, min_samples=20, max_samples=200, max_seconds=60, batch=10)
     out = sample_interleaved({"a": taker("a", 100.0, 0.0), "b": taker("b", 200.0, 0.0)}, rule)
-    assert order[:40] == ["a"] * 10 + ["b"] * 10 + ["a"] * 10 + ["b"] * 10
+    # in bursts of `batch`, every callable once per round, in an order that changes between rounds
+    rounds = [tuple(order[i:i + 20:10]) for i in range(0, len(order), 20)]
+    assert order[:20] in (["a"] * 10 + ["b"] * 10, ["b"] * 10 + ["a"] * 10)
+    assert all(sorted(r) == ["a", "b"] for r in rounds)
+    order.clear()
+    sample_interleaved({name: taker(name, 100.0, 0.0) for name in "abcdef"}, rule)
+    rounds = [tuple(order[i:i + 60:10]) for i in range(0, len(order), 60)]
+    assert len(rounds) == 2 and all(sorted(r) == list("abcdef") for r in rounds) and rounds[0] != rounds[1]
     assert {k: (len(v.samples_us), v.stop_reason) for k, v in out.items()} == {"a": (20, "stable"), "b": (20, "stable")}
     # One noisy callable keeps the whole set sampling, up to the cap, and each keeps its own noise figure.
     out = sample_interleaved({"a": taker("a", 100.0, 0.0), "noisy": taker("n", 100.0, 30.0)}, rule)

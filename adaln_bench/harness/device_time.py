@@ -24,6 +24,7 @@ returns None: there is no device time to take.
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Optional, Protocol, Sequence
@@ -133,15 +134,21 @@ def sample_until_stable(take: Callable[[int], list[float]], rule: StopRule = Sto
 
 def sample_interleaved(takers: dict[str, Callable[[int], list[float]]], rule: StopRule = StopRule(),
                        clock: Callable[[], float] = time.monotonic) -> dict[str, Sampling]:
-    """Several callables sampled in turn, `rule.batch` samples each per round, so that a clock that drifts
-    under sustained load (the H200's drops by up to 25 % at large T) moves all of them alike. Rounds go on
+    """Several callables sampled in turn, `rule.batch` samples each per round (in a shuffled order), so that a
+    clock that drifts under sustained load (the H200's drops by up to 25 % at large T) moves all of them
+    alike. Rounds go on
     until every one is stable (after `min_samples`), or one reaches `max_samples`, or `max_seconds` (for the
     whole set) pass; each gets the stop reason of the set."""
     samples: dict[str, list[float]] = {name: [] for name in takers}
+    # Each round in a new (seeded) order: in a fixed order every subject would always follow the same one,
+    # and the clock's answer to that one's load (the H200 showed ±10 % between two libraries running
+    # identical forward code at T = 2048) would stay with it as a bias instead of averaging out.
+    order, shuffle = list(takers), random.Random(0).shuffle
     started = clock()
     while True:
-        for name, take in takers.items():
-            samples[name] += take(rule.batch)
+        shuffle(order)
+        for name in order:
+            samples[name] += takers[name](rule.batch)
         n = min(len(v) for v in samples.values())
         noise = {name: relative_noise(v) for name, v in samples.items()}
         reason: Optional[StopReason] = None

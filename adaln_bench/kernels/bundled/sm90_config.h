@@ -12,9 +12,10 @@
 // tried (wgmma m64nNk16 for N = 16 ... 256, and mma.sync): re-check on any new GPU, CUTLASS or nvcc.
 // dW (K = T: only repeatable, never compared across batches) has one configuration.
 //
-// Shipped v4 (NOTES.md, "v4"): forward as v3.1 (T <= 16: 128x16x128; T <= 64: 128x64x128; T <= 128: 128x128;
-// larger 128x256); d_act sums its chunks inside the GEMM, 128x16 / 128x64 / 128x128 up to 16 / 64 / 128 rows
-// and 128x128 in 2x1 clusters above; dW pingpong 128x128 (and on CUDA cores at T = 1, api.cu).
+// Shipped v4 (NOTES.md, "v4"): forward as v3.1 up to 128 rows (T <= 16: 128x16x128; T <= 64: 128x64x128;
+// T <= 128: 128x128), 128x256 up to 256, 256x128 in 1x2 clusters above; d_act sums its chunks inside the
+// GEMM, 128x16 / 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong
+// 128x128 with 64x128 epilogue subtiles (and on CUDA cores at T = 1, api.cu).
 #pragma once
 
 // Programmatic dependent launch: every kernel of a call is launched so that it may be scheduled while the
@@ -66,7 +67,7 @@
 #define ADALN_FWD_TIER2_TN 128
 #endif
 #ifndef ADALN_FWD_TIER3_MAX
-#define ADALN_FWD_TIER3_MAX 0
+#define ADALN_FWD_TIER3_MAX 256
 #endif
 #ifndef ADALN_FWD_TIER3_TM
 #define ADALN_FWD_TIER3_TM 128
@@ -75,16 +76,16 @@
 #define ADALN_FWD_TIER3_TN 256
 #endif
 #ifndef ADALN_FWD_LARGE_TM
-#define ADALN_FWD_LARGE_TM 128
+#define ADALN_FWD_LARGE_TM 256
 #endif
 #ifndef ADALN_FWD_LARGE_TN
-#define ADALN_FWD_LARGE_TN 256
+#define ADALN_FWD_LARGE_TN 128
 #endif
 #ifndef ADALN_FWD_LARGE_CLUSTER_M
 #define ADALN_FWD_LARGE_CLUSTER_M 1
 #endif
 #ifndef ADALN_FWD_LARGE_CLUSTER_N
-#define ADALN_FWD_LARGE_CLUSTER_N 1
+#define ADALN_FWD_LARGE_CLUSTER_N 2
 #endif
 #ifndef ADALN_DACT_TIER0_MAX
 #define ADALN_DACT_TIER0_MAX 16
@@ -111,10 +112,10 @@
 #define ADALN_DACT_LARGE_TN 128
 #endif
 #ifndef ADALN_DACT_LARGE_CLUSTER_M
-#define ADALN_DACT_LARGE_CLUSTER_M 2
+#define ADALN_DACT_LARGE_CLUSTER_M 1
 #endif
 #ifndef ADALN_DACT_LARGE_CLUSTER_N
-#define ADALN_DACT_LARGE_CLUSTER_N 1
+#define ADALN_DACT_LARGE_CLUSTER_N 2
 #endif
 #ifndef ADALN_DW_TM
 #define ADALN_DW_TM 128
@@ -132,7 +133,7 @@
 #define ADALN_DW_PINGPONG true
 #endif
 #ifndef ADALN_DW_EPI_N
-#define ADALN_DW_EPI_N 0
+#define ADALN_DW_EPI_N 128
 #endif
 #ifndef ADALN_DW_DIRECT_STORE
 #define ADALN_DW_DIRECT_STORE false
