@@ -29,7 +29,7 @@
 #define ADALN_CONFIG                                                                                           \
   "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, wider above (ADALN_PORTABLE_TIERS="               \
   ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)        \
-  "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
+  "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; dW beside d_act for T<=" ADALN_STR(ADALN_BWD_OVERLAP_MAX)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
 #endif
@@ -44,6 +44,11 @@
 #else
 #define ADALN_DW_SIMT_MAX 8
 #endif
+#endif
+
+// T up to which a backward that computes both d_temb and dW runs dW on a second stream (0 = never).
+#ifndef ADALN_BWD_OVERLAP_MAX
+#define ADALN_BWD_OVERLAP_MAX 0
 #endif
 
 #ifndef ADALN_PDL  // programmatic dependent launch (sm90_config.h); the portable path never uses it
@@ -417,6 +422,99 @@ static int check_shapes(int64_t T, int64_t D, int64_t N, Err err) {
   return ADALN_OK;
 }
 
+// --- the three backward steps (each enqueues on `stream`, with `sms` SMs for its persistent GEMMs) -------
+
+// d_temb: per T block, the d_act GEMM(s) into the fp32 planes after the two GEMM workspaces at `ws` (its
+// own is the first), then the fold.
+static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const float* temb, float* dtemb, int64_t T,
+                     int64_t D, int64_t N, char* ws, int sms, cudaStream_t stream, Err err) {
+  int rc = 0;
+  Chunking c = chunking(N);
+  float* P = reinterpret_cast<float*>(ws + 2 * kGemmWs);
+  for (int64_t t0 = 0; t0 < T; t0 += kTBlock) {
+    int64_t tb = (T - t0) < kTBlock ? (T - t0) : kTBlock;
+    int64_t plane = tb * D;
+    const __nv_bfloat16* dyb = dy + t0 * N;
+    if (kSumsInGemm) {  // one launch for the whole groups, one for a shorter last group
+      const int64_t glen = c.per_group * c.kchunk, gfull = N / glen, grest = N - gfull * glen;
+      if (gfull > 0 &&
+          (rc = gemm_dact(w, dyb, P, tb, D, N, gfull, glen, c.kchunk, plane, sms, ws, kGemmWs, stream, err)))
+        return rc;
+      if (grest > 0 && (rc = gemm_dact(w + gfull * glen * D, dyb + gfull * glen, P + gfull * plane, tb, D, N, 1, grest,
+                                       c.kchunk, plane, sms, ws, kGemmWs, stream, err)))
+        return rc;
+    } else {  // one launch for the whole chunks, one for a shorter last chunk
+      if (c.nfull > 0 && (rc = gemm_dact(w, dyb, P, tb, D, N, c.nfull, c.kchunk, c.kchunk, plane, sms, ws, kGemmWs,
+                                         stream, err)))
+        return rc;
+      const int64_t n0 = c.nfull * c.kchunk;
+      if (c.rem > 0 && (rc = gemm_dact(w + n0 * D, dyb + n0, P + c.nfull * plane, tb, D, N, 1, c.rem, c.kchunk, plane,
+                                       sms, ws, kGemmWs, stream, err)))
+        return rc;
+    }
+    int64_t n4 = plane / 4;
+    launch(fold_dtemb, grid_for(n4, 256), 256, stream, reinterpret_cast<const float4*>(P), dact_planes(c),
+           kSumsInGemm ? int64_t(1) : c.per_group, plane / 4, reinterpret_cast<const float4*>(temb + t0 * D),
+           reinterpret_cast<float4*>(dtemb + t0 * D), n4);
+    if ((rc = check_launch(err, "d_temb fold kernel"))) return rc;
+  }
+  return ADALN_OK;
+}
+
+// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
+static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T, int64_t D, int64_t N, void* ws,
+                  int sms, cudaStream_t stream, Err err) {
+#if ADALN_DW_SIMT_MAX > 0
+  if (T <= ADALN_DW_SIMT_MAX && D / 8 <= kDwSimtMaxThreads) {
+    const int d8 = int(D / 8), threads = (d8 + 31) / 32 * 32;
+    int per_sm = 1;  // as many blocks as fit at once (registers limit it), each walking its share of rows
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dw_small_t, threads, 0);
+    const int64_t steps = (N + kDwRows - 1) / kDwRows, resident = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
+    launch(dw_small_t, int(steps < resident ? steps : resident), threads, stream, dy,
+           reinterpret_cast<const uint4*>(act), reinterpret_cast<uint4*>(dW), int(T), N, d8);
+    return check_launch(err, "dW kernel (CUDA cores)");
+  }
+#endif
+  return gemm_dw(dy, act, dW, T, D, N, sms, ws, kGemmWs, stream, err);
+}
+
+static int run_db(const void* dY, void* db, int64_t T, int64_t N, cudaStream_t stream, Err err) {
+  int64_t n8 = N / 8;
+  launch(colsum_db, int((n8 + 31) / 32), 32 * kDbWarps, stream, reinterpret_cast<const uint4*>(dY),
+         reinterpret_cast<uint4*>(db), T, n8);
+  return check_launch(err, "db kernel");
+}
+
+// A second stream of this thread for `device`, on which dW may run beside d_act (ADALN_BWD_OVERLAP_MAX):
+// created on first use outside a graph capture, then reused; null where it cannot be had (the call then
+// runs its steps one after another on the caller's stream). Per thread, so two threads never share the
+// fork and join events; kept for the thread's life (a stream and two events per device).
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  bool failed = false;
+};
+
+static SideStream* side_stream(int device, cudaStream_t caller) {
+  static thread_local SideStream sides[64];
+  if (device < 0 || device >= 64) return nullptr;
+  SideStream& s = sides[device];
+  if (s.stream) return &s;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (s.failed || cudaStreamIsCapturing(caller, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone)
+    return nullptr;
+  if (cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming) != cudaSuccess) {
+    cudaGetLastError();  // not the caller's error: this call simply does not overlap
+    s = SideStream{};
+    s.failed = true;
+    return nullptr;
+  }
+  return &s;
+}
+
 }  // namespace adaln
 
 using namespace adaln;
@@ -441,11 +539,12 @@ ADALN_API void adaln_chunking(int64_t N, int64_t* kchunk, int64_t* nchunks, int6
 
 ADALN_API size_t adaln_gemm_workspace_bytes(void) { return kGemmWs; }
 
-// Scratch for the d_temb pass: the fp32 planes of one T block (capped at kTBlock rows) + GEMM workspace.
+// Scratch for a backward with d_temb: two GEMM workspaces (d_act's and dW's, which may run at the same
+// time) + the fp32 planes of one T block (capped at kTBlock rows).
 ADALN_API size_t adaln_dtemb_scratch_bytes(int64_t T, int64_t D, int64_t N) {
   Chunking c = chunking(N);
   int64_t tb = T < kTBlock ? T : kTBlock;
-  return size_t(dact_planes(c)) * size_t(tb) * size_t(D) * sizeof(float) + kGemmWs;
+  return size_t(dact_planes(c)) * size_t(tb) * size_t(D) * sizeof(float) + 2 * kGemmWs;
 }
 
 ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, void* act, void* Y, int64_t T, int64_t D,
@@ -468,6 +567,7 @@ ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, voi
 }
 
 // Any of dtemb, dW, db may be null (not needed). act is needed for dW only; temb, scratch for dtemb only.
+// Scratch for d_temb: two GEMM workspaces (d_act's, dW's) and the fp32 planes (adaln_dtemb_scratch_bytes).
 ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, const void* act, float* dtemb, void* dW,
                              void* db, int64_t T, int64_t D, int64_t N, void* scratch, size_t scratch_bytes, int device,
                              void* stream_, char* errbuf, int errlen) {
@@ -479,80 +579,46 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
     set_err(err, "adaln_backward: every pointer must be 16-byte aligned");
     return ADALN_BAD_ARGUMENT;
   }
+  if (dtemb && !temb) {
+    set_err(err, "adaln_backward: d_temb needs temb");
+    return ADALN_BAD_ARGUMENT;
+  }
+  if (dW && !act) {
+    set_err(err, "adaln_backward: dW needs act");
+    return ADALN_BAD_ARGUMENT;
+  }
+  const size_t need = dtemb ? adaln_dtemb_scratch_bytes(T, D, N) : (dW ? kGemmWs : 0);
+  if (scratch_bytes < need) {
+    set_err(err, "adaln_backward: scratch of %zu bytes < %zu needed", scratch_bytes, need);
+    return ADALN_BAD_ARGUMENT;
+  }
   int sms = 0;
   if ((rc = begin_call(device, &sms, err))) return rc;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
   const __nv_bfloat16* dy = reinterpret_cast<const __nv_bfloat16*>(dY);
   const __nv_bfloat16* w = reinterpret_cast<const __nv_bfloat16*>(W);
+  char* ws = reinterpret_cast<char*>(scratch);
+  char* dw_ws = dtemb ? ws + kGemmWs : ws;  // d_temb's own GEMM workspace comes first in its scratch
 
-  if (dtemb) {
-    if (!temb) {
-      set_err(err, "adaln_backward: d_temb needs temb");
-      return ADALN_BAD_ARGUMENT;
-    }
-    size_t need = adaln_dtemb_scratch_bytes(T, D, N);
-    if (scratch_bytes < need) {
-      set_err(err, "adaln_backward: scratch of %zu bytes < %zu needed", scratch_bytes, need);
-      return ADALN_BAD_ARGUMENT;
-    }
-    Chunking c = chunking(N);
-    char* ws = reinterpret_cast<char*>(scratch);
-    float* P = reinterpret_cast<float*>(ws + kGemmWs);
-    for (int64_t t0 = 0; t0 < T; t0 += kTBlock) {
-      int64_t tb = (T - t0) < kTBlock ? (T - t0) : kTBlock;
-      int64_t plane = tb * D;
-      const __nv_bfloat16* dyb = dy + t0 * N;
-      if (kSumsInGemm) {  // one launch for the whole groups, one for a shorter last group
-        const int64_t glen = c.per_group * c.kchunk, gfull = N / glen, grest = N - gfull * glen;
-        if (gfull > 0 && (rc = gemm_dact(w, dyb, P, tb, D, N, gfull, glen, c.kchunk, plane, sms, ws, kGemmWs, stream,
-                                         err)))
-          return rc;
-        if (grest > 0 && (rc = gemm_dact(w + gfull * glen * D, dyb + gfull * glen, P + gfull * plane, tb, D, N, 1,
-                                         grest, c.kchunk, plane, sms, ws, kGemmWs, stream, err)))
-          return rc;
-      } else {  // one launch for the whole chunks, one for a shorter last chunk
-        if (c.nfull > 0 && (rc = gemm_dact(w, dyb, P, tb, D, N, c.nfull, c.kchunk, c.kchunk, plane, sms, ws, kGemmWs,
-                                           stream, err)))
-          return rc;
-        const int64_t n0 = c.nfull * c.kchunk;
-        if (c.rem > 0 && (rc = gemm_dact(w + n0 * D, dyb + n0, P + c.nfull * plane, tb, D, N, 1, c.rem, c.kchunk, plane,
-                                         sms, ws, kGemmWs, stream, err)))
-          return rc;
-      }
-      int64_t n4 = plane / 4;
-      launch(fold_dtemb, grid_for(n4, 256), 256, stream, reinterpret_cast<const float4*>(P), dact_planes(c),
-             kSumsInGemm ? int64_t(1) : c.per_group, plane / 4, reinterpret_cast<const float4*>(temb + t0 * D),
-             reinterpret_cast<float4*>(dtemb + t0 * D), n4);
-      if ((rc = check_launch(err, "d_temb fold kernel"))) return rc;
-    }
+  // At small T both d_act (reads W) and dW (writes dW) stream 520 MB and neither saturates the memory
+  // alone: dW then runs on a second stream on half the SMs, beside d_act on the other half.
+  SideStream* side = nullptr;
+  if (dtemb && dW && T <= ADALN_BWD_OVERLAP_MAX && (side = side_stream(device, stream))) {
+    const int dw_sms = sms / 2;
+    if (cudaEventRecord(side->fork, stream) != cudaSuccess || cudaStreamWaitEvent(side->stream, side->fork, 0) != cudaSuccess)
+      return check_launch(err, "fork to the second stream");
+    rc = run_dw(dy, act, dW, T, D, N, dw_ws, dw_sms, side->stream, err);
+    if (!rc) rc = run_dtemb(dy, w, temb, dtemb, T, D, N, ws, sms - dw_sms, stream, err);
+    // Join even after a failure: a graph capture must not be left with a forked stream.
+    const bool joined = cudaEventRecord(side->join, side->stream) == cudaSuccess &&
+                        cudaStreamWaitEvent(stream, side->join, 0) == cudaSuccess;
+    if (rc) return rc;
+    if (!joined) return check_launch(err, "join from the second stream");
+  } else {
+    if (dtemb && (rc = run_dtemb(dy, w, temb, dtemb, T, D, N, ws, sms, stream, err))) return rc;
+    if (dW && (rc = run_dw(dy, act, dW, T, D, N, dw_ws, sms, stream, err))) return rc;
   }
-  if (dW) {
-    if (!act) {
-      set_err(err, "adaln_backward: dW needs act");
-      return ADALN_BAD_ARGUMENT;
-    }
-#if ADALN_DW_SIMT_MAX > 0
-    if (T <= ADALN_DW_SIMT_MAX && D / 8 <= kDwSimtMaxThreads) {
-      const int d8 = int(D / 8), threads = (d8 + 31) / 32 * 32;
-      int per_sm = 1;  // as many blocks as fit at once (registers limit it), each walking its share of rows
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dw_small_t, threads, 0);
-      const int64_t steps = (N + kDwRows - 1) / kDwRows, resident = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
-      launch(dw_small_t, int(steps < resident ? steps : resident), threads, stream, dy,
-             reinterpret_cast<const uint4*>(act), reinterpret_cast<uint4*>(dW), int(T), N, d8);
-      if ((rc = check_launch(err, "dW kernel (CUDA cores)"))) return rc;
-    } else
-#endif
-    {
-      rc = gemm_dw(dY, act, dW, T, D, N, sms, scratch, kGemmWs, stream, err);
-      if (rc) return rc;
-    }
-  }
-  if (db) {
-    int64_t n8 = N / 8;
-    launch(colsum_db, int((n8 + 31) / 32), 32 * kDbWarps, stream, reinterpret_cast<const uint4*>(dY),
-           reinterpret_cast<uint4*>(db), T, n8);
-    if ((rc = check_launch(err, "db kernel"))) return rc;
-  }
+  if (db) return run_db(dY, db, T, N, stream, err);
   return ADALN_OK;
 }
 

@@ -15,7 +15,7 @@
 // Shipped v4 (NOTES.md, "v4"): forward as v3.1 up to 128 rows (T <= 16: 128x16x128; T <= 64: 128x64x128;
 // T <= 128: 128x128), 128x256 up to 256, 256x128 in 1x2 clusters above; d_act sums its chunks inside the
 // GEMM, 128x16 / 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong
-// 128x128 with 64x128 epilogue subtiles (and on CUDA cores at T = 1, api.cu).
+// 128x192 with 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu).
 #pragma once
 
 // Programmatic dependent launch: every kernel of a call is launched so that it may be scheduled while the
@@ -87,6 +87,17 @@
 #ifndef ADALN_FWD_LARGE_CLUSTER_N
 #define ADALN_FWD_LARGE_CLUSTER_N 2
 #endif
+// The large forward tile's epilogue subtile width along N (tokens; 0: CUTLASS's choice, 32).
+#ifndef ADALN_FWD_LARGE_EPI_N
+#define ADALN_FWD_LARGE_EPI_N 0
+#endif
+// The forward's persistent tile order: along N (tokens) or along M (W rows), in swizzled groups of this many.
+#ifndef ADALN_FWD_RASTER_ALONG_M
+#define ADALN_FWD_RASTER_ALONG_M 0
+#endif
+#ifndef ADALN_FWD_SWIZZLE
+#define ADALN_FWD_SWIZZLE 1
+#endif
 #ifndef ADALN_DACT_TIER0_MAX
 #define ADALN_DACT_TIER0_MAX 16
 #endif
@@ -121,7 +132,7 @@
 #define ADALN_DW_TM 128
 #endif
 #ifndef ADALN_DW_TN
-#define ADALN_DW_TN 128
+#define ADALN_DW_TN 192
 #endif
 #ifndef ADALN_DW_CLUSTER_M
 #define ADALN_DW_CLUSTER_M 1
@@ -133,7 +144,7 @@
 #define ADALN_DW_PINGPONG true
 #endif
 #ifndef ADALN_DW_EPI_N
-#define ADALN_DW_EPI_N 128
+#define ADALN_DW_EPI_N 192
 #endif
 #ifndef ADALN_DW_DIRECT_STORE
 #define ADALN_DW_DIRECT_STORE false
@@ -148,10 +159,12 @@
   ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
   ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
   ADALN_STR(ADALN_FWD_LARGE_TN) " cluster " ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) \
+  " epi_n=" ADALN_STR(ADALN_FWD_LARGE_EPI_N) " raster_m=" ADALN_STR(ADALN_FWD_RASTER_ALONG_M) " swizzle=" ADALN_STR(ADALN_FWD_SWIZZLE) \
   "; d_act chunk sums in the GEMM, tiers T<=" ADALN_STR(ADALN_DACT_TIER0_MAX) " 128x" ADALN_STR(ADALN_DACT_TIER0_TN)      \
   ", T<=" ADALN_STR(ADALN_DACT_TIER1_MAX) " 128x" ADALN_STR(ADALN_DACT_TIER1_TN) ", T<=" ADALN_STR(ADALN_DACT_TIER2_MAX)   \
   " 128x" ADALN_STR(ADALN_DACT_TIER2_TN) "; larger " ADALN_STR(ADALN_DACT_LARGE_TM) "x" ADALN_STR(ADALN_DACT_LARGE_TN)    \
   " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64); dW "             \
   ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x"                        \
   ADALN_STR(ADALN_DW_CLUSTER_N) " pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct=" ADALN_STR(ADALN_DW_DIRECT_STORE) " epi_n=" ADALN_STR(ADALN_DW_EPI_N)          \
-  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; pdl=" ADALN_STR(ADALN_PDL)
+  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; dW beside d_act for T<=" ADALN_STR(ADALN_BWD_OVERLAP_MAX)       \
+  "; pdl=" ADALN_STR(ADALN_PDL)

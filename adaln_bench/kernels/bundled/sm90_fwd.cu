@@ -25,7 +25,9 @@ struct LaunchFwd {
     args.epilogue.thread.beta = 0.0f;
     args.epilogue.thread.bias_ptr = reinterpret_cast<const bf16*>(bias);
     args.hw_info.sm_count = sm_count;
-    args.scheduler.raster_order = cutlass::gemm::kernel::detail::RasterOrderOptions::AlongN;
+    using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+    args.scheduler.raster_order = ADALN_FWD_RASTER_ALONG_M ? Raster::AlongM : Raster::AlongN;
+    args.scheduler.max_swizzle_size = ADALN_FWD_SWIZZLE;
     return run_cutlass<typename G::Gemm, bool(ADALN_PDL)>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
   }
 };
@@ -36,7 +38,7 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
   using Tiers = TokenTiers<
       LaunchFwd,
       TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, false, 64, false,
-                 ADALN_FWD_LARGE_CLUSTER_N>,
+                 ADALN_FWD_LARGE_CLUSTER_N, ADALN_FWD_LARGE_EPI_N>,
       Tier<ADALN_FWD_TIER0_MAX, TileConfig<ADALN_FWD_TIER0_TM, ADALN_FWD_TIER0_TN, 1, ADALN_FWD_TIER0_PINGPONG,
                                            ADALN_FWD_TIER0_TK>>,
       Tier<ADALN_FWD_TIER1_MAX, TileConfig<ADALN_FWD_TIER1_TM, ADALN_FWD_TIER1_TN, 1, ADALN_FWD_TIER1_PINGPONG,
