@@ -5,7 +5,8 @@
 # Usage (on the GPU machine, from the repo root): bash scripts/device_kernel_bench.sh [kernel-bench options…]
 #   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (pydantic, nvidia-cutlass)
 #   .carry/kernel-cache, when carried: prebuilt libraries (else they are built there, from CUTLASS's wheel)
-#   GPU_TESTS=1: pytest tests/gpu/test_bundled_gpu.py and tests/gpu/test_cold_start_gpu.py afterwards
+#   GPU_TESTS=1: pytest tests/gpu/test_bundled_gpu.py and tests/gpu/test_cold_start_gpu.py afterwards, then
+#     tests/gpu/test_bundled_gpu.py again with the portable path forced (ADALN_BENCH_BUNDLED_PATH=portable)
 #   ADALN_BENCH_COMMIT / ADALN_BENCH_DIRTY: the commit to record (the copy there may have no usable .git)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -22,6 +23,9 @@ if [ -n "${GPU_TESTS:-}" ]; then
   timeout "${GPU_TESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu tests/gpu/test_bundled_gpu.py tests/gpu/test_cold_start_gpu.py \
     > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests exit $?"; tail -n 5 "$OUT/gpu-tests.log"
+  ADALN_BENCH_BUNDLED_PATH=portable timeout "${GPU_TESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu \
+    tests/gpu/test_bundled_gpu.py > "$OUT/gpu-tests.portable.log" 2>&1
+  echo "gpu tests (portable path) exit $?"; tail -n 3 "$OUT/gpu-tests.portable.log"
 fi
 cat "$OUT/kernel_bench.stdout"
 exit $rc
