@@ -128,6 +128,9 @@ def test_cli_refuses_bad_input_in_one_line():
     assert len(r.stderr.strip().splitlines()) == 1
     r = run_cli("kernel-bench", "--sizes", "0,4")
     assert r.returncode == 2 and "positive token counts" in r.stderr
+    r = run_cli("kernel-bench", "--library", "old=/nonexistent/libadaln_bundled.so")
+    assert r.returncode == 2 and "no such library file: /nonexistent/libadaln_bundled.so" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")

@@ -83,6 +83,9 @@ def kernel_bench_command(
         raise UserError(str(exc)) from None
     if len({s.name for s in specs}) != len(specs):
         raise UserError("--library: two libraries have the same name")
+    missing = [s.file for s in specs if s.file and not Path(s.file).is_file()]
+    if missing:  # before any process starts: each would fail on it
+        raise UserError(f"--library: no such library file: {missing[0]}")
     import torch
 
     if not torch.cuda.is_available():

@@ -29,7 +29,7 @@
 #define ADALN_CONFIG                                                                                           \
   "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, wider above (ADALN_PORTABLE_TIERS="               \
   ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)        \
-  "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; dW beside d_act for T<=" ADALN_STR(ADALN_BWD_OVERLAP_MAX)
+  "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
 #endif
@@ -44,15 +44,6 @@
 #else
 #define ADALN_DW_SIMT_MAX 8
 #endif
-#endif
-
-// T up to which a backward that computes both d_temb and dW runs dW on a second stream (0 = never).
-#ifndef ADALN_BWD_OVERLAP_MAX
-#define ADALN_BWD_OVERLAP_MAX 0
-#endif
-
-#ifndef ADALN_PDL  // programmatic dependent launch (sm90_config.h); the portable path never uses it
-#define ADALN_PDL 0
 #endif
 
 #ifndef ADALN_REQUIRED_CC
@@ -214,27 +205,10 @@ static int check_launch(Err err, const char* what) {
   return 0;
 }
 
-// With ADALN_PDL every kernel here may be scheduled before the previous kernel in the stream has finished,
-// so each one waits for it (and for its memory) before its first load or store.
-__device__ __forceinline__ void wait_for_previous_kernel() {
-#if ADALN_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Launch one of this file's kernels on `stream` (with the programmatic-serialization attribute under ADALN_PDL).
+// Launch one of this file's kernels on `stream`.
 template <class... Params, class... Args>
-static cudaError_t launch(void (*kernel)(Params...), int grid, int block, cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(grid));
-  cfg.blockDim = dim3(unsigned(block));
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = ADALN_PDL ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+static void launch(void (*kernel)(Params...), int grid, int block, cudaStream_t stream, Args... args) {
+  kernel<<<grid, block, 0, stream>>>(static_cast<Params>(args)...);
 }
 
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -247,7 +221,6 @@ static int grid_for(int64_t n, int threads) {
 
 // act = bf16(silu(x)), silu computed in fp32 as x / (1 + exp(-x)) (PyTorch's formula), rounded once.
 __global__ void silu_to_bf16(const float4* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t n4) {
-  wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     float4 v = x[i];
     float a = __fdiv_rn(v.x, __fadd_rn(1.0f, expf(-v.x)));
@@ -269,7 +242,6 @@ __device__ __forceinline__ float dsilu(float x) {
 // planes that are already group sums (0 + S = S: a sum that starts from +0 is never -0).
 __global__ void fold_dtemb(const float4* __restrict__ P, int64_t nplanes, int64_t per_group, int64_t plane4,
                            const float4* __restrict__ temb, float4* __restrict__ out, int64_t n4) {
-  wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int64_t g0 = 0; g0 < nplanes; g0 += per_group) {
@@ -317,7 +289,6 @@ __device__ __forceinline__ void add_bf16x8(float* s, uint4 v) {
 
 __global__ void __launch_bounds__(32 * kDbWarps) colsum_db(const uint4* __restrict__ dY, uint4* __restrict__ db,
                                                             int64_t T, int64_t N8) {
-  wait_for_previous_kernel();
   __shared__ float warp_sum[kDbWarps][8][33];  // [warp][column of the lane's 8][lane] (+1: no bank conflicts)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t j = blockIdx.x * 32LL + lane;
@@ -364,7 +335,6 @@ constexpr int kDwRows = 32;             // rows of dW per block step, their dY v
 __global__ void __launch_bounds__(kDwSimtMaxThreads) dw_small_t(const __nv_bfloat16* __restrict__ dY,
                                                                 const uint4* __restrict__ act,
                                                                 uint4* __restrict__ dW, int T, int64_t N, int D8) {
-  wait_for_previous_kernel();
   __shared__ float g[ADALN_DW_SIMT_MAX][kDwRows];
   const int c = threadIdx.x;
   uint4 a[ADALN_DW_SIMT_MAX];
@@ -424,13 +394,12 @@ static int check_shapes(int64_t T, int64_t D, int64_t N, Err err) {
 
 // --- the three backward steps (each enqueues on `stream`, with `sms` SMs for its persistent GEMMs) -------
 
-// d_temb: per T block, the d_act GEMM(s) into the fp32 planes after the two GEMM workspaces at `ws` (its
-// own is the first), then the fold.
+// d_temb: per T block, the d_act GEMM(s) into the fp32 planes after the GEMM workspace at `ws`, then the fold.
 static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const float* temb, float* dtemb, int64_t T,
                      int64_t D, int64_t N, char* ws, int sms, cudaStream_t stream, Err err) {
   int rc = 0;
   Chunking c = chunking(N);
-  float* P = reinterpret_cast<float*>(ws + 2 * kGemmWs);
+  float* P = reinterpret_cast<float*>(ws + kGemmWs);
   for (int64_t t0 = 0; t0 < T; t0 += kTBlock) {
     int64_t tb = (T - t0) < kTBlock ? (T - t0) : kTBlock;
     int64_t plane = tb * D;
@@ -485,36 +454,6 @@ static int run_db(const void* dY, void* db, int64_t T, int64_t N, cudaStream_t s
   return check_launch(err, "db kernel");
 }
 
-// A second stream of this thread for `device`, on which dW may run beside d_act (ADALN_BWD_OVERLAP_MAX):
-// created on first use outside a graph capture, then reused; null where it cannot be had (the call then
-// runs its steps one after another on the caller's stream). Per thread, so two threads never share the
-// fork and join events; kept for the thread's life (a stream and two events per device).
-struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-  bool failed = false;
-};
-
-static SideStream* side_stream(int device, cudaStream_t caller) {
-  static thread_local SideStream sides[64];
-  if (device < 0 || device >= 64) return nullptr;
-  SideStream& s = sides[device];
-  if (s.stream) return &s;
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  if (s.failed || cudaStreamIsCapturing(caller, &capturing) != cudaSuccess ||
-      capturing != cudaStreamCaptureStatusNone)
-    return nullptr;
-  if (cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess ||
-      cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming) != cudaSuccess ||
-      cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming) != cudaSuccess) {
-    cudaGetLastError();  // not the caller's error: this call simply does not overlap
-    s = SideStream{};
-    s.failed = true;
-    return nullptr;
-  }
-  return &s;
-}
-
 }  // namespace adaln
 
 using namespace adaln;
@@ -539,12 +478,11 @@ ADALN_API void adaln_chunking(int64_t N, int64_t* kchunk, int64_t* nchunks, int6
 
 ADALN_API size_t adaln_gemm_workspace_bytes(void) { return kGemmWs; }
 
-// Scratch for a backward with d_temb: two GEMM workspaces (d_act's and dW's, which may run at the same
-// time) + the fp32 planes of one T block (capped at kTBlock rows).
+// Scratch for a backward with d_temb: a GEMM workspace + the fp32 planes of one T block (capped at kTBlock rows).
 ADALN_API size_t adaln_dtemb_scratch_bytes(int64_t T, int64_t D, int64_t N) {
   Chunking c = chunking(N);
   int64_t tb = T < kTBlock ? T : kTBlock;
-  return size_t(dact_planes(c)) * size_t(tb) * size_t(D) * sizeof(float) + 2 * kGemmWs;
+  return size_t(dact_planes(c)) * size_t(tb) * size_t(D) * sizeof(float) + kGemmWs;
 }
 
 ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, void* act, void* Y, int64_t T, int64_t D,
@@ -567,7 +505,8 @@ ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, voi
 }
 
 // Any of dtemb, dW, db may be null (not needed). act is needed for dW only; temb, scratch for dtemb only.
-// Scratch for d_temb: two GEMM workspaces (d_act's, dW's) and the fp32 planes (adaln_dtemb_scratch_bytes).
+// Scratch for d_temb: a GEMM workspace and the fp32 planes (adaln_dtemb_scratch_bytes); for dW alone, a GEMM
+// workspace (adaln_gemm_workspace_bytes).
 ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, const void* act, float* dtemb, void* dW,
                              void* db, int64_t T, int64_t D, int64_t N, void* scratch, size_t scratch_bytes, int device,
                              void* stream_, char* errbuf, int errlen) {
@@ -597,27 +536,9 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
   const __nv_bfloat16* dy = reinterpret_cast<const __nv_bfloat16*>(dY);
   const __nv_bfloat16* w = reinterpret_cast<const __nv_bfloat16*>(W);
-  char* ws = reinterpret_cast<char*>(scratch);
-  char* dw_ws = dtemb ? ws + kGemmWs : ws;  // d_temb's own GEMM workspace comes first in its scratch
-
-  // At small T both d_act (reads W) and dW (writes dW) stream 520 MB and neither saturates the memory
-  // alone: dW then runs on a second stream on half the SMs, beside d_act on the other half.
-  SideStream* side = nullptr;
-  if (dtemb && dW && T <= ADALN_BWD_OVERLAP_MAX && (side = side_stream(device, stream))) {
-    const int dw_sms = sms / 2;
-    if (cudaEventRecord(side->fork, stream) != cudaSuccess || cudaStreamWaitEvent(side->stream, side->fork, 0) != cudaSuccess)
-      return check_launch(err, "fork to the second stream");
-    rc = run_dw(dy, act, dW, T, D, N, dw_ws, dw_sms, side->stream, err);
-    if (!rc) rc = run_dtemb(dy, w, temb, dtemb, T, D, N, ws, sms - dw_sms, stream, err);
-    // Join even after a failure: a graph capture must not be left with a forked stream.
-    const bool joined = cudaEventRecord(side->join, side->stream) == cudaSuccess &&
-                        cudaStreamWaitEvent(stream, side->join, 0) == cudaSuccess;
-    if (rc) return rc;
-    if (!joined) return check_launch(err, "join from the second stream");
-  } else {
-    if (dtemb && (rc = run_dtemb(dy, w, temb, dtemb, T, D, N, ws, sms, stream, err))) return rc;
-    if (dW && (rc = run_dw(dy, act, dW, T, D, N, dw_ws, sms, stream, err))) return rc;
-  }
+  char* ws = reinterpret_cast<char*>(scratch);  // d_temb's GEMM workspace first, then its planes
+  if (dtemb && (rc = run_dtemb(dy, w, temb, dtemb, T, D, N, ws, sms, stream, err))) return rc;
+  if (dW && (rc = run_dw(dy, act, dW, T, D, N, ws, sms, stream, err))) return rc;
   if (db) return run_db(dY, db, T, N, stream, err);
   return ADALN_OK;
 }

@@ -13,8 +13,7 @@ namespace adaln {
 void reset_descriptor_failures();
 int descriptor_failures(int* first_result);
 
-// Pdl (CUTLASS 3 only): launch with programmatic stream serialization (sm90_config.h, ADALN_PDL).
-template <class Gemm, bool Pdl = false>
+template <class Gemm>
 int run_cutlass(typename Gemm::Arguments const& args, void* ws, size_t ws_bytes, cudaStream_t stream, Err err,
                 const char* what) {
   Gemm gemm;
@@ -40,11 +39,7 @@ int run_cutlass(typename Gemm::Arguments const& args, void* ws, size_t ws_bytes,
             cudaGetErrorString(cudaGetLastError()));
     return ADALN_GEMM_INITIALIZE;
   }
-  if constexpr (Pdl) {
-    st = gemm.run(stream, nullptr, true);
-  } else {
-    st = gemm.run(stream);
-  }
+  st = gemm.run(stream);
   cudaError_t ce = cudaGetLastError();
   if (st != cutlass::Status::kSuccess || ce != cudaSuccess) {
     set_err(err, "%s: CUTLASS run failed: %s / %s", what, cutlassGetStatusString(st), cudaGetErrorString(ce));

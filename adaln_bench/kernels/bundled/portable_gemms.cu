@@ -10,8 +10,7 @@
 #include "cutlass_run.cuh"
 #include "gemms.h"
 
-// 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act);
-// 3: as 2 with 64-wide k-tiles.
+// 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act).
 // Shipped: 2 (256x128, the faster of the two in the interleaved H200 run, NOTES.md v3).
 #ifndef ADALN_PORTABLE_TIERS
 #define ADALN_PORTABLE_TIERS 2
@@ -54,9 +53,6 @@ using DactLarge = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 #elif ADALN_PORTABLE_TIERS == 2
 using FwdLarge = GemmFwd<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
-#elif ADALN_PORTABLE_TIERS == 3
-using FwdLarge = GemmFwd<Shape<256, 128, 64>, Shape<64, 64, 64>, 3>;
-using DactLarge = GemmDact<Shape<256, 128, 64>, Shape<64, 64, 64>, 3>;
 #endif
 // dW: 128x128 for every T (the H200 run with 128x256 was slower at T <= 64 and equal at 2048).
 using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;

@@ -2,8 +2,7 @@
 // `Sm90Gemm` is the one place a GEMM of this path is assembled (the forward, d_act and dW files only pick
 // operand layouts, output type, epilogue and a tile configuration from sm90_config.h).
 #pragma once
-#include "sm90_config.h"  // first: it may enable CUTLASS's grid dependency control (ADALN_PDL)
-#include "tma_guard.cuh"  // before any CuTe header (see there)
+#include "tma_guard.cuh"  // first: before any CuTe header (see there)
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -16,6 +15,7 @@
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "cutlass_run.cuh"
 #include "gemms.h"
+#include "sm90_config.h"
 
 namespace adaln {
 using namespace cute;

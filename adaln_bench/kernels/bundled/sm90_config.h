@@ -12,20 +12,12 @@
 // tried (wgmma m64nNk16 for N = 16 ... 256, and mma.sync): re-check on any new GPU, CUTLASS or nvcc.
 // dW (K = T: only repeatable, never compared across batches) has one configuration.
 //
-// Shipped v4 (NOTES.md, "v4"): forward as v3.1 up to 128 rows (T <= 16: 128x16x128; T <= 64: 128x64x128;
-// T <= 128: 128x128), 128x256 up to 256, 256x128 in 1x2 clusters above; d_act sums its chunks inside the
-// GEMM, 128x16 / 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong
-// 128x192 with 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu).
+// Shipped v4 (NOTES.md, "v4" to "v6"): forward as v3.1 up to 128 rows (T <= 16: 128x16x128; T <= 64:
+// 128x64x128; T <= 128: 128x128), 128x256 up to 256, 256x128 in 1x2 clusters above (64-wide epilogue
+// subtiles; the tile order swizzled in pairs on every tier); d_act sums its chunks inside the GEMM, 128x16 /
+// 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong 128x192 with
+// 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu).
 #pragma once
-
-// Programmatic dependent launch: every kernel of a call is launched so that it may be scheduled while the
-// previous one drains, and waits (griddepcontrol.wait) before it touches memory. Numerics do not change.
-#ifndef ADALN_PDL
-#define ADALN_PDL 0
-#endif
-#if ADALN_PDL && !defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-#define CUTLASS_ENABLE_GDC_FOR_SM90 1
-#endif
 
 #ifndef ADALN_FWD_TIER0_MAX
 #define ADALN_FWD_TIER0_MAX 16
@@ -89,14 +81,14 @@
 #endif
 // The large forward tile's epilogue subtile width along N (tokens; 0: CUTLASS's choice, 32).
 #ifndef ADALN_FWD_LARGE_EPI_N
-#define ADALN_FWD_LARGE_EPI_N 0
+#define ADALN_FWD_LARGE_EPI_N 64
 #endif
 // The forward's persistent tile order: along N (tokens) or along M (W rows), in swizzled groups of this many.
 #ifndef ADALN_FWD_RASTER_ALONG_M
 #define ADALN_FWD_RASTER_ALONG_M 0
 #endif
 #ifndef ADALN_FWD_SWIZZLE
-#define ADALN_FWD_SWIZZLE 1
+#define ADALN_FWD_SWIZZLE 2
 #endif
 #ifndef ADALN_DACT_TIER0_MAX
 #define ADALN_DACT_TIER0_MAX 16
@@ -166,5 +158,4 @@
   " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64); dW "             \
   ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x"                        \
   ADALN_STR(ADALN_DW_CLUSTER_N) " pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct=" ADALN_STR(ADALN_DW_DIRECT_STORE) " epi_n=" ADALN_STR(ADALN_DW_EPI_N)          \
-  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; dW beside d_act for T<=" ADALN_STR(ADALN_BWD_OVERLAP_MAX)       \
-  "; pdl=" ADALN_STR(ADALN_PDL)
+  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK)

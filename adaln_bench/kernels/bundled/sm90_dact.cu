@@ -29,7 +29,7 @@ struct LaunchDact {
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
     args.hw_info.sm_count = sm_count;
-    return run_cutlass<typename G::Gemm, bool(ADALN_PDL)>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
+    return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
   }
 };
 }  // namespace

@@ -23,6 +23,6 @@ int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int
   args.epilogue.thread.alpha = 1.0f;
   args.epilogue.thread.beta = 0.0f;
   args.hw_info.sm_count = sm_count;
-  return run_cutlass<typename G::Gemm, bool(ADALN_PDL)>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
+  return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
 }
 }  // namespace adaln
