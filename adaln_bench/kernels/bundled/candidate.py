@@ -182,8 +182,8 @@ def _build_impl(ctx: BuildContext) -> Implementation:
 BUNDLED = register(
     Candidate(
         name="bundled",
-        description="this project's CUDA kernel: invariant by construction (one tile recipe for every T, "
-                    "no split-K by T, fixed-order d_act chunk fold), fp32 d_temb",
+        description="this project's CUDA kernel: invariant by construction (tiles chosen by T only among "
+                    "bit-identical ones, no split-K by T, d_act chunks summed in an order fixed by N), fp32 d_temb",
         default_modes=("plain",),
         availability=availability,
         build=_build_impl,
