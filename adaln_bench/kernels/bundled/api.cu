@@ -205,12 +205,6 @@ static int check_launch(Err err, const char* what) {
   return 0;
 }
 
-// Launch one of this file's kernels on `stream`.
-template <class... Params, class... Args>
-static void launch(void (*kernel)(Params...), int grid, int block, cudaStream_t stream, Args... args) {
-  kernel<<<grid, block, 0, stream>>>(static_cast<Params>(args)...);
-}
-
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 static int grid_for(int64_t n, int threads) {
@@ -422,9 +416,10 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
         return rc;
     }
     int64_t n4 = plane / 4;
-    launch(fold_dtemb, grid_for(n4, 256), 256, stream, reinterpret_cast<const float4*>(P), dact_planes(c),
-           kSumsInGemm ? int64_t(1) : c.per_group, plane / 4, reinterpret_cast<const float4*>(temb + t0 * D),
-           reinterpret_cast<float4*>(dtemb + t0 * D), n4);
+    fold_dtemb<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(P), dact_planes(c),
+                                                      kSumsInGemm ? 1 : c.per_group, plane / 4,
+                                                      reinterpret_cast<const float4*>(temb + t0 * D),
+                                                      reinterpret_cast<float4*>(dtemb + t0 * D), n4);
     if ((rc = check_launch(err, "d_temb fold kernel"))) return rc;
   }
   return ADALN_OK;
@@ -439,8 +434,8 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
     int per_sm = 1;  // as many blocks as fit at once (registers limit it), each walking its share of rows
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dw_small_t, threads, 0);
     const int64_t steps = (N + kDwRows - 1) / kDwRows, resident = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
-    launch(dw_small_t, int(steps < resident ? steps : resident), threads, stream, dy,
-           reinterpret_cast<const uint4*>(act), reinterpret_cast<uint4*>(dW), int(T), N, d8);
+    dw_small_t<<<int(steps < resident ? steps : resident), threads, 0, stream>>>(
+        dy, reinterpret_cast<const uint4*>(act), reinterpret_cast<uint4*>(dW), int(T), N, d8);
     return check_launch(err, "dW kernel (CUDA cores)");
   }
 #endif
@@ -449,8 +444,8 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
 
 static int run_db(const void* dY, void* db, int64_t T, int64_t N, cudaStream_t stream, Err err) {
   int64_t n8 = N / 8;
-  launch(colsum_db, int((n8 + 31) / 32), 32 * kDbWarps, stream, reinterpret_cast<const uint4*>(dY),
-         reinterpret_cast<uint4*>(db), T, n8);
+  colsum_db<<<int((n8 + 31) / 32), 32 * kDbWarps, 0, stream>>>(reinterpret_cast<const uint4*>(dY),
+                                                                reinterpret_cast<uint4*>(db), T, n8);
   return check_launch(err, "db kernel");
 }
 
@@ -498,8 +493,8 @@ ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, voi
   if ((rc = begin_call(device, &sms, err))) return rc;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
   int64_t n4 = T * D / 4;
-  launch(silu_to_bf16, grid_for(n4, 256), 256, stream, reinterpret_cast<const float4*>(temb),
-         reinterpret_cast<__nv_bfloat162*>(act), n4);
+  silu_to_bf16<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(temb),
+                                                      reinterpret_cast<__nv_bfloat162*>(act), n4);
   if ((rc = check_launch(err, "silu kernel"))) return rc;
   return gemm_fwd(W, act, b, Y, T, D, N, sms, ws, ws_bytes, stream, err);
 }
