@@ -136,9 +136,8 @@ def sample_interleaved(takers: dict[str, Callable[[int], list[float]]], rule: St
                        clock: Callable[[], float] = time.monotonic) -> dict[str, Sampling]:
     """Several callables sampled in turn, `rule.batch` samples each per round (in a shuffled order), so that a
     clock that drifts under sustained load (the H200's drops by up to 25 % at large T) moves all of them
-    alike. Rounds go on
-    until every one is stable (after `min_samples`), or one reaches `max_samples`, or `max_seconds` (for the
-    whole set) pass; each gets the stop reason of the set."""
+    alike. Rounds go on until every one is stable (after `min_samples`), or one reaches `max_samples`, or
+    `max_seconds` (for the whole set) pass; each gets the stop reason of the set."""
     samples: dict[str, list[float]] = {name: [] for name in takers}
     # Each round in a new (seeded) order: in a fixed order every subject would always follow the same one,
     # and the clock's answer to that one's load (the H200 showed ±10 % between two libraries running

@@ -3,9 +3,9 @@
 Not a replacement for the harness's probes (`adaln-bench run`, which a recipe must pass before it ships):
 a quick check, in the benchmark's own process, of exactly what a tile change can break. One seeded batch of
 `FULL_ROWS` rows is run whole; its prefixes at every size in `SIZES` (both sides of each tier bound of
-sm90_config.h and of the portable path's 512-row d_act block; the sm90 path's 2048-row block is
-crossed in tests/gpu), three rows alone and the batch reversed must give the same
-output and d_temb rows, bit for bit. Libraries are compared with the first one on the whole batch.
+sm90_config.h and of the portable path's 512-row d_act block; the sm90 path's 2048-row block is crossed in
+tests/gpu), three rows alone and the batch reversed must give the same output and d_temb rows, bit for bit.
+Libraries are compared with the first one on the whole batch.
 """
 from __future__ import annotations
 
