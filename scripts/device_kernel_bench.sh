@@ -6,7 +6,8 @@
 #   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (pydantic, nvidia-cutlass)
 #   .carry/kernel-cache, when carried: prebuilt libraries (else they are built there, from CUTLASS's wheel)
 #   GPU_TESTS=1: pytest tests/gpu/test_bundled_gpu.py and tests/gpu/test_cold_start_gpu.py afterwards, then
-#     tests/gpu/test_bundled_gpu.py again with the portable path forced (ADALN_BENCH_BUNDLED_PATH=portable)
+#     tests/gpu/test_bundled_gpu.py again with the portable path forced (ADALN_BENCH_BUNDLED_PATH=portable);
+#     GPU_TESTS_FILTER=expr: only the tests pytest -k expr selects
 #   ADALN_BENCH_COMMIT / ADALN_BENCH_DIRTY: the commit to record (the copy there may have no usable .git)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -20,10 +21,11 @@ rc=$?
 echo "kernel-bench exit $rc after $(( $(date +%s) - start )) s"
 tail -n 4 "$OUT/kernel_bench.stderr"
 if [ -n "${GPU_TESTS:-}" ]; then
-  timeout "${GPU_TESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu tests/gpu/test_bundled_gpu.py tests/gpu/test_cold_start_gpu.py \
+  filter=(); [ -n "${GPU_TESTS_FILTER:-}" ] && filter=(-k "$GPU_TESTS_FILTER")
+  timeout "${GPU_TESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu "${filter[@]}" tests/gpu/test_bundled_gpu.py tests/gpu/test_cold_start_gpu.py \
     > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests exit $?"; tail -n 5 "$OUT/gpu-tests.log"
-  ADALN_BENCH_BUNDLED_PATH=portable timeout "${GPU_TESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu \
+  ADALN_BENCH_BUNDLED_PATH=portable timeout "${GPU_TESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu "${filter[@]}" \
     tests/gpu/test_bundled_gpu.py > "$OUT/gpu-tests.portable.log" 2>&1
   echo "gpu tests (portable path) exit $?"; tail -n 3 "$OUT/gpu-tests.portable.log"
 fi
