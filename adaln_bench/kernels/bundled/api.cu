@@ -29,25 +29,21 @@
 #define ADALN_CONFIG                                                                                           \
   "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, wider above (ADALN_PORTABLE_TIERS="               \
   ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)        \
-  ", on tensor cores outside a GEMM for T<=" ADALN_STR(ADALN_DW_TC_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
+  "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
 #endif
 
 // dW on CUDA cores (dw_small_t) for T <= ADALN_DW_SIMT_MAX (0 = never): at small T the dW GEMM is a 520 MB
 // write with almost no arithmetic, which a plain store stream does faster than the GEMM's epilogue.
-// Shipped: T = 1 (it slows with T: NOTES.md, v3 run 3; above, the tensor-core kernel below takes over).
+// Shipped: T = 1 on the sm90 path (at T = 3, 4 its dW GEMM was as fast or faster: NOTES.md, v3 run 3), up to 8
+// on the portable path (whose mma.sync dW GEMM is slower).
 #ifndef ADALN_DW_SIMT_MAX
+#if defined(ADALN_PATH_SM90)
 #define ADALN_DW_SIMT_MAX 1
+#else
+#define ADALN_DW_SIMT_MAX 8
 #endif
-
-// dW on tensor cores outside a GEMM (dw_tensor.cu) for ADALN_DW_SIMT_MAX < T <= ADALN_DW_TC_MAX (0 = never;
-// at most kDwTcMaxT): at small T dW is a 520 MB store stream that the GEMM's epilogue keeps below the copy rate.
-#ifndef ADALN_DW_TC_MAX
-#define ADALN_DW_TC_MAX 64
-#endif
-#if ADALN_DW_TC_MAX > 64
-#error "ADALN_DW_TC_MAX is at most 64 (dw_tensor.cu, kDwTcMaxT)"
 #endif
 
 #ifndef ADALN_REQUIRED_CC
@@ -429,8 +425,7 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
   return ADALN_OK;
 }
 
-// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, on tensor cores outside a GEMM for T <= ADALN_DW_TC_MAX
-// (dw_tensor.cu), else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
+// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
 static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T, int64_t D, int64_t N, void* ws,
                   int sms, cudaStream_t stream, Err err) {
 #if ADALN_DW_SIMT_MAX > 0
@@ -444,7 +439,6 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
     return check_launch(err, "dW kernel (CUDA cores)");
   }
 #endif
-  if (T <= ADALN_DW_TC_MAX) return dw_tensor_small_t(dy, act, dW, T, D, N, stream, err);
   return gemm_dw(dy, act, dW, T, D, N, sms, ws, kGemmWs, stream, err);
 }
 

@@ -31,10 +31,4 @@ extern const bool kSumsInGemm;
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
             size_t ws_bytes, cudaStream_t stream, Err err);
 
-// dW on tensor cores for 1 <= T <= kDwTcMaxT (dw_tensor.cu, both paths; not a CUTLASS GEMM): one fp32
-// accumulation over T per element, one bf16 rounding.
-constexpr int kDwTcMaxT = 64;
-int dw_tensor_small_t(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, cudaStream_t stream,
-                      Err err);
-
 }  // namespace adaln
