@@ -46,9 +46,9 @@ int gemm_dact(const void* W, const void* dY, float* sums, int64_t Tb, int64_t D,
       LaunchDact,
       TileConfig<ADALN_DACT_LARGE_TM, ADALN_DACT_LARGE_TN, ADALN_DACT_LARGE_CLUSTER_M, false, 64, false,
                  ADALN_DACT_LARGE_CLUSTER_N>,
-      Tier<ADALN_DACT_TIER0_MAX, TileConfig<128, ADALN_DACT_TIER0_TN, 1, false, 64>>,
-      Tier<ADALN_DACT_TIER1_MAX, TileConfig<128, ADALN_DACT_TIER1_TN, 1, false, 64>>,
-      Tier<ADALN_DACT_TIER2_MAX, TileConfig<128, ADALN_DACT_TIER2_TN, 1, false, 64>>>;
+      Tier<ADALN_DACT_TIER0_MAX, TileConfig<128, ADALN_DACT_TIER0_TN, ADALN_DACT_TIER0_CLUSTER_M, false, 64>>,
+      Tier<ADALN_DACT_TIER1_MAX, TileConfig<128, ADALN_DACT_TIER1_TN, ADALN_DACT_TIER1_CLUSTER_M, false, 64>>,
+      Tier<ADALN_DACT_TIER2_MAX, TileConfig<128, ADALN_DACT_TIER2_TN, ADALN_DACT_TIER2_CLUSTER_M, false, 64>>>;
   return Tiers::run(Tb, W, dY, sums, Tb, D, N, L, klen, kchunk, plane, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
