@@ -16,7 +16,8 @@
 // 128x64x128; T <= 128: 128x128), 128x256 up to 256, 256x128 in 1x2 clusters above (64-wide epilogue
 // subtiles; the tile order swizzled in pairs on every tier); d_act sums its chunks inside the GEMM, 128x16 /
 // 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong 128x192 with
-// 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu).
+// 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu). v7 (NOTES.md "v7"): dW above 64 rows in 2x1
+// clusters (the act tile multicast), up to 64 rows as before.
 #pragma once
 
 #ifndef ADALN_FWD_TIER0_MAX
@@ -147,7 +148,18 @@
 #define ADALN_DW_TN 192
 #endif
 #ifndef ADALN_DW_CLUSTER_M
-#define ADALN_DW_CLUSTER_M 1
+#define ADALN_DW_CLUSTER_M 2
+#endif
+// dW up to ADALN_DW_TIER0_MAX rows (0 = no tier): its own cluster along M and epilogue subtile width; the
+// tile and schedule are the large configuration's.
+#ifndef ADALN_DW_TIER0_MAX
+#define ADALN_DW_TIER0_MAX 64
+#endif
+#ifndef ADALN_DW_TIER0_CLUSTER_M
+#define ADALN_DW_TIER0_CLUSTER_M 1
+#endif
+#ifndef ADALN_DW_TIER0_EPI_N
+#define ADALN_DW_TIER0_EPI_N ADALN_DW_EPI_N
 #endif
 #ifndef ADALN_DW_CLUSTER_N
 #define ADALN_DW_CLUSTER_N 1
@@ -180,4 +192,5 @@
   " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64); dW "             \
   ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x"                        \
   ADALN_STR(ADALN_DW_CLUSTER_N) " pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct=" ADALN_STR(ADALN_DW_DIRECT_STORE) " epi_n=" ADALN_STR(ADALN_DW_EPI_N)          \
+  " (T<=" ADALN_STR(ADALN_DW_TIER0_MAX) ": cluster " ADALN_STR(ADALN_DW_TIER0_CLUSTER_M) "x1 epi_n=" ADALN_STR(ADALN_DW_TIER0_EPI_N) ")" \
   "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK)

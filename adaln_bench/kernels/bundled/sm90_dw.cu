@@ -1,28 +1,43 @@
 // dW[n, d] = sum_t dY[t, n] * act[t, d]: K = T, one CTA per output tile looping over all of T in order.
-// dW sums over T, so it is only ever compared with itself (repeatable); its tile does not depend on T.
+// dW sums over T, so it is only ever compared with itself (repeatable): its tile may follow T freely. Up to
+// ADALN_DW_TIER0_MAX rows one CTA per tile (at small T the act tile is a few rows: sharing it gains nothing);
+// above, clusters along M share the act tile through TMA multicast (sm90_config.h).
 #include "sm90_common.cuh"
 
 namespace adaln {
 namespace {
 using Fusion = cutlass::epilogue::fusion::LinearCombination<bf16, float, void, float>;
-using Config = TileConfig<ADALN_DW_TM, ADALN_DW_TN, ADALN_DW_CLUSTER_M, ADALN_DW_PINGPONG, 64, ADALN_DW_DIRECT_STORE,
-                          ADALN_DW_CLUSTER_N, ADALN_DW_EPI_N>;
-using G = Sm90Gemm<Config, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, bf16, cutlass::layout::RowMajor, 8,
-                   Fusion>;
+
+template <class Config>
+struct LaunchDw {
+  using G = Sm90Gemm<Config, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, bf16, cutlass::layout::RowMajor,
+                     8, Fusion>;
+  static int run(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
+                 size_t ws_bytes, cudaStream_t stream, Err err) {
+    typename G::StrideA sa = make_stride(_1{}, N, int64_t(0));  // (m=n, k=t) -> dY[t*N + n]
+    typename G::StrideB sb = make_stride(_1{}, D, int64_t(0));  // (n=d, k=t) -> act[t*D + d]
+    typename G::StrideD sd = make_stride(D, _1{}, int64_t(0));  // (m=n, n=d) -> dW[n*D + d]
+    typename G::Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                     {int(N), int(D), int(T), 1},
+                                     {reinterpret_cast<const bf16*>(dY), sa, reinterpret_cast<const bf16*>(act), sb},
+                                     {{}, nullptr, sd, reinterpret_cast<bf16*>(dW), sd}};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.hw_info.sm_count = sm_count;
+    return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
+  }
+};
+
+template <int ClusterM, int ClusterN, int EpiN>
+using DwConfig = TileConfig<ADALN_DW_TM, ADALN_DW_TN, ClusterM, ADALN_DW_PINGPONG, 64, ADALN_DW_DIRECT_STORE, ClusterN,
+                            EpiN>;
 }  // namespace
 
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
             size_t ws_bytes, cudaStream_t stream, Err err) {
-  typename G::StrideA sa = make_stride(_1{}, N, int64_t(0));  // (m=n, k=t) -> dY[t*N + n]
-  typename G::StrideB sb = make_stride(_1{}, D, int64_t(0));  // (n=d, k=t) -> act[t*D + d]
-  typename G::StrideD sd = make_stride(D, _1{}, int64_t(0));  // (m=n, n=d) -> dW[n*D + d]
-  typename G::Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                   {int(N), int(D), int(T), 1},
-                                   {reinterpret_cast<const bf16*>(dY), sa, reinterpret_cast<const bf16*>(act), sb},
-                                   {{}, nullptr, sd, reinterpret_cast<bf16*>(dW), sd}};
-  args.epilogue.thread.alpha = 1.0f;
-  args.epilogue.thread.beta = 0.0f;
-  args.hw_info.sm_count = sm_count;
-  return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
+  using Tiers =
+      TokenTiers<LaunchDw, DwConfig<ADALN_DW_CLUSTER_M, ADALN_DW_CLUSTER_N, ADALN_DW_EPI_N>,
+                 Tier<ADALN_DW_TIER0_MAX, DwConfig<ADALN_DW_TIER0_CLUSTER_M, 1, ADALN_DW_TIER0_EPI_N>>>;
+  return Tiers::run(T, dY, act, dW, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
