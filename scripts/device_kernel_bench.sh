@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the bundled kernel: the carried wheels and prebuilt libraries, then
 # `adaln-bench kernel-bench` with the given options (output under $OUT), optionally the bundled kernel's GPU
-# tests (cold start included) on the shipped build.
+# tests (cold start included) on the shipped build. Logs end up packed in $OUT/logs.tgz.
 # Usage (on the GPU machine, from the repo root): bash scripts/device_kernel_bench.sh [kernel-bench options…]
 #   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (pydantic, nvidia-cutlass)
 #   .carry/kernel-cache, when carried: prebuilt libraries (else they are built there, from CUTLASS's wheel)
@@ -30,4 +30,7 @@ if [ -n "${GPU_TESTS:-}" ]; then
   echo "gpu tests (portable path) exit $?"; tail -n 3 "$OUT/gpu-tests.portable.log"
 fi
 cat "$OUT/kernel_bench.stdout"
+# The device tool brings back at most 8 files: keep the JSON and Markdown, pack every log into logs.tgz.
+( cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.json' ! -name '*.md' ! -name logs.tgz -printf '%f\n' > /tmp/kb_logs \
+  && tar czf logs.tgz -T /tmp/kb_logs && xargs rm -f < /tmp/kb_logs )
 exit $rc
