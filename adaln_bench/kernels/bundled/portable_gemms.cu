@@ -54,6 +54,18 @@ using DactLarge = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 using FwdLarge = GemmFwd<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 #endif
+// A middle tier for 64 < T (or the T block) <= ADALN_PORTABLE_MID_MAX (0 = off): the large tiles are 256 rows of
+// T, half empty at T = 128 (the forward there measured 2.5x cuBLAS, 2x its own time at T = 64).
+#ifndef ADALN_PORTABLE_MID_MAX
+#define ADALN_PORTABLE_MID_MAX 0
+#endif
+#ifndef ADALN_PORTABLE_MID_FWD_TN
+#define ADALN_PORTABLE_MID_FWD_TN 256
+#endif
+#if ADALN_PORTABLE_MID_MAX > 0
+using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<64, 64, 32>, 3>;
+using DactMid = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
+#endif
 // dW: 128x128 above ADALN_PORTABLE_DW_SMALL_MAX rows (the H200 run with 128x256 was slower at T <= 64 and equal at
 // 2048). At small T the dW GEMM is a 520 MB write with a K of a few k-tiles: a CTA's life is a short load, a
 // few mma steps and a long store, so a tile that keeps more CTAs resident per SM may overlap them better
@@ -97,6 +109,9 @@ int dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t D, i
 int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
              void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   (void)sm_count;
+#if ADALN_PORTABLE_MID_MAX > 0
+  if (T > 64 && T <= ADALN_PORTABLE_MID_MAX) return fwd<FwdMid>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
+#endif
 #if ADALN_PORTABLE_TIERS
   if (T > 64) return fwd<FwdLarge>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
 #endif
@@ -114,6 +129,10 @@ int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t
             (long long)kchunk);
     return ADALN_BAD_ARGUMENT;
   }
+#if ADALN_PORTABLE_MID_MAX > 0
+  if (Tb > 64 && Tb <= ADALN_PORTABLE_MID_MAX)
+    return dact<DactMid>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
+#endif
 #if ADALN_PORTABLE_TIERS
   if (Tb > 64) return dact<DactLarge>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
 #endif
