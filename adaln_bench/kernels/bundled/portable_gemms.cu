@@ -55,12 +55,13 @@ using FwdLarge = GemmFwd<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 #endif
 // A middle tier for 64 < T (or the T block) <= ADALN_PORTABLE_MID_MAX (0 = off): the large tiles are 256 rows of
-// T, half empty at T = 128 (the forward there measured 2.5x cuBLAS, 2x its own time at T = 64).
+// T, half empty at T = 128 (the forward there measured 2.5x cuBLAS, 2x its own time at T = 64). Shipped (v7,
+// NOTES.md "v7 run 8"): up to 128 rows, forward and d_act 128x128x32 (4 warps of 64x64).
 #ifndef ADALN_PORTABLE_MID_MAX
-#define ADALN_PORTABLE_MID_MAX 0
+#define ADALN_PORTABLE_MID_MAX 128
 #endif
 #ifndef ADALN_PORTABLE_MID_FWD_TN
-#define ADALN_PORTABLE_MID_FWD_TN 256
+#define ADALN_PORTABLE_MID_FWD_TN 128
 #endif
 #if ADALN_PORTABLE_MID_MAX > 0
 using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<64, 64, 32>, 3>;
