@@ -53,7 +53,7 @@ def _case(path: str, case: str, t: int) -> dict:
     return result
 
 
-@pytest.mark.parametrize("t", [1, 2, 8, 16, 17, 300, 2049])
+@pytest.mark.parametrize("t", [1, 2, 8, 16, 17, 100, 300, 2049])  # 100: the portable middle tier (v7)
 @pytest.mark.parametrize("path", PATHS)
 def test_first_backward_of_a_fresh_process(path, t):
     result = _case(path, "first_step", t)
@@ -67,7 +67,7 @@ def test_backward_from_a_thread_that_never_touched_cuda(path, t):
     assert result["temb"] <= 1e-5
 
 
-@pytest.mark.parametrize("t", [2, 300])
+@pytest.mark.parametrize("t", [2, 100, 300])
 @pytest.mark.parametrize("path", PATHS)
 def test_graph_replay_equals_eager(path, t):
     result = _case(path, "graph", t)
