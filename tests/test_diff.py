@@ -301,6 +301,19 @@ def test_a_metric_that_lost_its_value_is_missing():
     assert changed(diff(edited(edit))) == [("plain", "rl_kernel", "fwd_bwd_us", 4, Verdict.MISSING)]
 
 
+def test_a_cold_start_check_that_did_not_run_is_missing_against_one_that_passed():
+    """`run --no-cold-start` leaves cold_start out: against a report where it passed, that is no pass."""
+    def with_cold_start(data):
+        data["results"]["plain"]["rl_kernel"]["cold_start"] = {"status": "ok",
+                                                              "steps_passed": ["first_step", "foreign_thread"]}
+
+    result = diff(edited(), old=edited(with_cold_start))
+    assert changed(result) == [("plain", "rl_kernel", "cold_start", None, Verdict.MISSING)]
+    assert exit_code(result) == EXIT_REGRESSION
+    assert changed(diff(edited(with_cold_start), old=edited())) == [("plain", "rl_kernel", "cold_start", None,
+                                                                     Verdict.NEW)]
+
+
 # --- configuration ----------------------------------------------------------------------------------
 
 

@@ -13,7 +13,8 @@ import pytest
 from conftest import run_cli
 from envhelpers import STANDINS, add_pth, different_copy, make_venv, put_first, vllm_standin_package
 
-TINY = ("--device", "cpu", "--quick", "--preset", "tiny", "--candidate", "diffusers", "--quiet")
+# The cold-start check has its own tests (test_cold_start.py); skipping it here saves a process per pair.
+TINY = ("--device", "cpu", "--quick", "--preset", "tiny", "--candidate", "diffusers", "--quiet", "--no-cold-start")
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ import pytest
 from conftest import run_cli, run_main
 
 TESTS = Path(__file__).resolve().parent
-TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet")
+# The cold-start check has its own tests (test_cold_start.py); skipping it here saves a process per pair.
+TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--no-cold-start")
 ENV = {"PYTHONPATH": str(TESTS)}
 
 

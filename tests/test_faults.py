@@ -13,7 +13,8 @@ import pytest
 from conftest import ROOT
 
 TESTS = Path(__file__).resolve().parent
-TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet")
+# The cold-start check has its own tests (test_cold_start.py); skipping it here saves a process per pair.
+TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--no-cold-start")
 
 
 def _start(tmp_path, modes, misbehave_in, *extra):

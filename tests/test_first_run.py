@@ -24,6 +24,8 @@ def test_cuda_only_recipes_are_listed_not_applicable_on_the_cpu(tmp_path):
     entry = report["results"]["cublaslt_ws1"]["diffusers[cublaslt_ws1]"]
     assert entry["status"] == "unavailable" and "not applicable on cpu" in entry["unavailable"]
     assert report["modes"]["plain"]["status"] == "ok"
+    # A default run checks each measured pair's cold start (`--no-cold-start` leaves it out: test_runner.py).
+    assert report["results"]["plain"]["diffusers[plain]"]["cold_start"]["status"] == "ok"
     assert report["environment"]["cpu_threads"] == 1  # the child's one torch thread
 
 

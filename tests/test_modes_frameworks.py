@@ -308,7 +308,7 @@ def test_run_through_the_harness_records_what_each_mode_did(tmp_path):
     env = child_env("plain", ["sglang", "vllm_new"])
     argv = [sys.executable, "-m", "adaln_bench", "run", "--device", "cpu", "--preset", "tiny", "--quick",
             "--mode", "sglang", "--mode", "vllm", "--mode", "megatron_triton", "--mode", "plain",
-            "--candidate", "diffusers", "--out", str(out), "--quiet"]
+            "--candidate", "diffusers", "--out", str(out), "--quiet", "--no-cold-start"]
     proc = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
 

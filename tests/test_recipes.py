@@ -66,7 +66,7 @@ def test_a_user_recipe_runs_in_its_own_child_with_its_environment(tmp_path):
     path.write_text(GOOD)
     out = tmp_path / "report.json"
     proc = run_cli("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--modes-file", str(path),
-                   "--mode", "ws16_nored", "--out", str(out))
+                   "--mode", "ws16_nored", "--no-cold-start", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     observed = report["modes"]["ws16_nored"]["observed"]

@@ -22,7 +22,7 @@ from adaln_bench.reports.schema import (
 )
 
 OPTIONS = ChildOptions(device="cpu", shape=Shape(dim=64, hidden=32, modalities=1, preset="tiny"),
-                       quick=True, timeout_s=120)
+                       quick=True, timeout_s=120, cold_start=False)  # the cold-start check has its own tests
 
 
 def _dt(fwd, fwd_bwd=None, *, before=1980.0, after=1980.0, throttled=False, method="cuda_graph"):

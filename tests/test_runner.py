@@ -14,7 +14,8 @@ from conftest import ROOT, run_cli
 pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parent
-TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet")
+# The cold-start check has its own tests (test_cold_start.py); skipping it here saves a process per pair.
+TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--no-cold-start")
 ENV = {"PYTHONPATH": str(TESTS)}
 
 
@@ -36,6 +37,8 @@ def test_crash_keeps_finished_candidates_and_other_modes(tmp_path):
     assert plain["returncode"] == -signal.SIGSEGV
     # The candidate measured before the crash is kept; the crashed one says why.
     assert "batch_invariance" in report["results"]["plain"]["diffusers[plain]"]
+    # --no-cold-start: measured, with no cold-start entry (the default run has one: test_first_run.py)
+    assert report["results"]["plain"]["diffusers[plain]"].get("cold_start") is None
     crashed = report["results"]["plain"]["fixture_candidates:crash"]
     assert crashed["status"] == "crashed" and "SIGSEGV" in crashed["unavailable"]
     assert report["modes"]["cublaslt_ws1"]["status"] == "ok"

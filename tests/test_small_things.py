@@ -46,7 +46,7 @@ def test_a_recipes_stderr_is_kept_when_the_mode_succeeds(tmp_path):
     recipe.write_text('[recipes.preload]\nenv = { LD_PRELOAD = "/nonexistent/libnothing.so" }\n')
     out = tmp_path / "r.json"
     proc = run_cli("run", "--device", "cpu", "--preset", "tiny", "--quick", "--modes-file", str(recipe),
-                   "--mode", "preload", "--candidate", "diffusers", "--out", str(out))
+                   "--mode", "preload", "--candidate", "diffusers", "--no-cold-start", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     run = json.loads(out.read_text())["modes"]["preload"]
     assert run["status"] == "ok"

@@ -128,6 +128,9 @@ def run_command(
     latency_only: bool = typer.Option(False, "--latency-only",
                                       help="Measure latency only: no probes, no accuracy (a report to diff "
                                       "latency against another latency-only one)."),
+    cold_start: bool = typer.Option(True, "--cold-start/--no-cold-start",
+                                    help="Check each candidate's first forward + backward in a fresh process "
+                                    "(one extra process per candidate and mode). Off: no cold_start in the report."),
     repeat: int = typer.Option(1, "--repeat", metavar="K",
                                help="Measure each mode's latency in K fresh processes, interleaved, every sample "
                                "kept (device time); probes and accuracy run once. The nightly uses 3."),
@@ -173,7 +176,7 @@ def run_command(
     options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None,
-                           probes=not latency_only, accuracy=not latency_only)
+                           probes=not latency_only, accuracy=not latency_only, cold_start=cold_start)
     skipped_names = {m.name for m in skipped}
     jobs = [ModeJob(m, per_mode[m.name], interpreters.get(m.name)) for m in modes if m.name not in skipped_names]
     outcomes: dict[str, ModeOutcome] = {}

@@ -103,7 +103,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
             entries[report_name] = CandidateUnavailable(
                 unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
         else:
-            if spec.probes:  # with the probes: a latency-only repeat does not need it again
+            if spec.probes and spec.cold_start:  # a latency-only repeat does not need it again
                 progress.phase("cold start")
                 measured.cold_start = cold_start_of(spec, name, len(entries))
             entries[report_name] = measured

@@ -36,6 +36,8 @@ class ChildSpec(BaseModel):
     probes: bool = True
     accuracy: bool = True
     latency: bool = True
+    # The cold-start check per candidate (with the probes only); off: the report has no cold_start entries.
+    cold_start: bool = True
 
 
 class ChildResult(BaseModel):

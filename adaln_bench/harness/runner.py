@@ -64,12 +64,14 @@ class ChildOptions:
     probes: bool = True
     accuracy: bool = True
     latency: bool = True
+    # Each candidate's first forward + backward in a fresh process (harness/cold_start.py); `--no-cold-start`.
+    cold_start: bool = True
 
     def child_spec(self, mode: str, candidates: list[str], result_path: Path) -> ChildSpec:
         return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
                          candidates=candidates, device=self.device, shape=self.shape, quick=self.quick,
                          result_path=str(result_path), check_only=self.check_only, probes=self.probes,
-                         accuracy=self.accuracy, latency=self.latency)
+                         accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start)
 
 
 def _tail(path: Path) -> str:
