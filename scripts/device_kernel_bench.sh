@@ -10,10 +10,6 @@
 #     GPU_TESTS_FILTER=expr: only the tests pytest -k expr selects
 #   ADALN_BENCH_COMMIT / ADALN_BENCH_DIRTY: the commit to record (the copy there may have no usable .git)
 set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
-WHEELS=${WHEELS:-.carry/whl}
-mkdir -p "$OUT"
 source "$(dirname "$0")/device_setup.sh"
 start=$(date +%s)
 python3 -m adaln_bench kernel-bench --out "$OUT" "$@" > "$OUT/kernel_bench.stdout" 2> "$OUT/kernel_bench.stderr"

@@ -4,10 +4,6 @@
 # Usage (on the GPU machine, from the repo root): bash scripts/device_profile.sh [profile_entries.py options…]
 #   WHEELS=dir (default .carry/whl); .carry/kernel-cache as for device_kernel_bench.sh
 set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
-WHEELS=${WHEELS:-.carry/whl}
-mkdir -p "$OUT"
 source "$(dirname "$0")/device_setup.sh"
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum
 metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed

@@ -7,11 +7,7 @@
 #   SMOKE=1: a tiny quick plain run first; GPU_TESTS=pattern: pytest tests/gpu -k pattern after the run
 #   NAME=report (default): the report is $OUT/$NAME.json, its log $OUT/$NAME.log
 set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
 NAME=${NAME:-report}
-WHEELS=${WHEELS:-.carry/whl}
-mkdir -p "$OUT"
 source "$(dirname "$0")/device_setup.sh"
 if [ -n "${SMOKE:-}" ]; then
   python3 -m adaln_bench run --device cuda --preset tiny --quick --mode plain --quiet --out "$OUT/smoke.json" \

@@ -1,6 +1,10 @@
-# Sourced by the one-call GPU scripts (device_report.sh, device_kernel_bench.sh): carried wheels into
-# /tmp/site, PYTHONPATH, the carried kernel cache, CUTLASS's headers, and the GPU's state into $OUT.
-# Expects OUT and WHEELS set by the caller.
+# Sourced by the one-call GPU scripts (device_report.sh, device_kernel_bench.sh, device_profile.sh): carried
+# wheels into /tmp/site, PYTHONPATH, the carried kernel cache, CUTLASS's headers, and the GPU's state into $OUT.
+# OUT (default /tmp/out) and WHEELS (default .carry/whl) may be set by the caller.
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+WHEELS=${WHEELS:-.carry/whl}
+mkdir -p "$OUT"
 if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
     > "$OUT/pip.log" 2>&1 || { cat "$OUT/pip.log"; exit 1; }
