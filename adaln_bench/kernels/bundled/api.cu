@@ -26,16 +26,13 @@
 #ifndef ADALN_PORTABLE_TIERS
 #define ADALN_PORTABLE_TIERS 2
 #endif
-#ifndef ADALN_PORTABLE_DW_SMALL_MAX
-#define ADALN_PORTABLE_DW_SMALL_MAX 0
-#endif
 #ifndef ADALN_PORTABLE_MID_MAX
 #define ADALN_PORTABLE_MID_MAX 128
 #endif
 #define ADALN_CONFIG                                                                                           \
   "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, 128(T)x128x32 up to "                               \
-  ADALN_STR(ADALN_PORTABLE_MID_MAX) ", wider above (ADALN_PORTABLE_TIERS=" ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32 (small-T tier up to " ADALN_STR(ADALN_PORTABLE_DW_SMALL_MAX)    \
-  " rows, 0 = off); dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)                                          \
+  ADALN_STR(ADALN_PORTABLE_MID_MAX) ", wider above (ADALN_PORTABLE_TIERS=" ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32; dW on CUDA cores for T<="  \
+  ADALN_STR(ADALN_DW_SIMT_MAX)                                                                                      \
   "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"

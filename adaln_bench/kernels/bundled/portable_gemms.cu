@@ -67,28 +67,9 @@ using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<64, 64, 32>, 3>;
 using DactMid = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 #endif
-// dW: 128x128 above ADALN_PORTABLE_DW_SMALL_MAX rows (the H200 run with 128x256 was slower at T <= 64 and equal at
-// 2048). At small T the dW GEMM is a 520 MB write with a K of a few k-tiles: a CTA's life is a short load, a
-// few mma steps and a long store, so a tile that keeps more CTAs resident per SM may overlap them better
-// (an experiment knob: ADALN_PORTABLE_DW_SMALL_MAX = 0 turns the small tier off). dW is only repeatable
-// (K = T), so a tile chosen by T changes nothing a test compares across batches.
+// dW: 128x128 for every T (the H200 run with 128x256 was slower at T <= 64 and equal at 2048; smaller tiles
+// with more CTAs per SM were slower at T = 16 to 256: NOTES.md, "v7 run 6").
 using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
-#ifndef ADALN_PORTABLE_DW_SMALL_MAX
-#define ADALN_PORTABLE_DW_SMALL_MAX 0
-#endif
-#if ADALN_PORTABLE_DW_SMALL_MAX > 0
-using DwSmall = GemmDw<Shape<ADALN_PORTABLE_DW_S_TM, ADALN_PORTABLE_DW_S_TN, ADALN_PORTABLE_DW_S_TK>,
-                       Shape<ADALN_PORTABLE_DW_S_WM, ADALN_PORTABLE_DW_S_WN, ADALN_PORTABLE_DW_S_TK>,
-                       ADALN_PORTABLE_DW_S_STAGES>;
-#endif
-
-template <class Gemm>
-int dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, void* ws, size_t ws_bytes,
-       cudaStream_t stream, Err err) {
-  typename Gemm::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(N), int(D), int(T)}, 1, {1.0f, 0.0f},
-                                dY, act, dW, dW, 0, 0, 0, 0, N, D, D, D);
-  return run_cutlass<Gemm>(args, ws, ws_bytes, stream, err, "dW GEMM (portable)");
-}
 
 template <class Gemm>
 int fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, void* ws,
@@ -143,9 +124,8 @@ int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
             size_t ws_bytes, cudaStream_t stream, Err err) {
   (void)sm_count;
-#if ADALN_PORTABLE_DW_SMALL_MAX > 0
-  if (T <= ADALN_PORTABLE_DW_SMALL_MAX) return dw<DwSmall>(dY, act, dW, T, D, N, ws, ws_bytes, stream, err);
-#endif
-  return dw<Dw>(dY, act, dW, T, D, N, ws, ws_bytes, stream, err);
+  typename Dw::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, {int(N), int(D), int(T)}, 1, {1.0f, 0.0f}, dY,
+                              act, dW, dW, 0, 0, 0, 0, N, D, D, D);
+  return run_cutlass<Dw>(args, ws, ws_bytes, stream, err, "dW GEMM (portable)");
 }
 }  // namespace adaln
