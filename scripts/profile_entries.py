@@ -11,11 +11,11 @@ import sys
 
 import torch
 
+from adaln_bench.harness import plan as P
 from adaln_bench.harness.inputs import make_params, make_upstream
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.kernels.bench.child import entry_points
 from adaln_bench.kernels.bench.subjects import library_subject, parse_library
-from adaln_bench.harness import plan as P
 
 
 def profiled(label: str, fn) -> None:

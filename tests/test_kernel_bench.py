@@ -185,3 +185,17 @@ def test_the_committed_h200_run_renders_to_its_committed_markdown(stem):
     assert not_invariant(doc) == []
     broken = {**doc, "bits": {"libraries": {**doc["bits"]["libraries"], "x": {"invariant": False}}}}
     assert not_invariant(broken) == ["x"]
+
+
+def test_the_profile_script_imports_and_reads_its_options_without_a_gpu():
+    """scripts/profile_entries.py runs only under ncu on a GPU: here, that its imports and options still hold."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run([sys.executable, "scripts/profile_entries.py", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert "--library" in proc.stdout and "--cublas" in proc.stdout
