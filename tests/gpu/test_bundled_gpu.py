@@ -99,7 +99,17 @@ def test_sm90_and_portable_paths_agree_bitwise(d, n):
 
 @pytest.mark.parametrize("t", [1, 3, 64, 300])
 def test_accuracy_vs_fp64(fwd, t):
-    d, n = 512, 6 * 2 * 128
+    _check_accuracy(fwd, t, 512, 6 * 2 * 128)
+
+
+# dW at small T outside a GEMM (dw_mma.cu): D = 2688 splits its columns into 2 or 3 groups (T > 32), N = 1544 ends
+# inside a 32-row block, T = 17, 33, 48 end inside a 16-wide k-step.
+@pytest.mark.parametrize("t", [2, 17, 33, 48, 64])
+def test_small_t_dw_accuracy_vs_fp64(fwd, t):
+    _check_accuracy(fwd, t, 2688, 1544)
+
+
+def _check_accuracy(fwd, t, d, n):
     temb, w, b, dy = _inputs(t, d, n, seed=2)
     y, gt, gw, gb = _run(fwd, temb, w, b, dy)
     t64, w64, b64 = (x.double().requires_grad_(True) for x in (temb, w, b))

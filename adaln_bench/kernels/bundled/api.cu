@@ -50,6 +50,12 @@
 #endif
 #endif
 
+// dW on tensor cores outside a GEMM (dw_mma.cu) for ADALN_DW_SIMT_MAX < T <= ADALN_DW_MMA_MAX (<= 64; 0 = never).
+#ifndef ADALN_DW_MMA_MAX
+#define ADALN_DW_MMA_MAX 64
+#endif
+static_assert(ADALN_DW_MMA_MAX >= 0 && ADALN_DW_MMA_MAX <= 64, "ADALN_DW_MMA_MAX: 0 to 64");
+
 #ifndef ADALN_REQUIRED_CC
 #error "define ADALN_REQUIRED_CC (e.g. 90 for sm_90a, 100 for sm_100a)"
 #endif
@@ -429,7 +435,7 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
   return ADALN_OK;
 }
 
-// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
+// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, on tensor cores outside a GEMM up to ADALN_DW_MMA_MAX, else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
 static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T, int64_t D, int64_t N, void* ws,
                   int sms, cudaStream_t stream, Err err) {
 #if ADALN_DW_SIMT_MAX > 0
@@ -443,6 +449,7 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
     return check_launch(err, "dW kernel (CUDA cores)");
   }
 #endif
+  if (T <= ADALN_DW_MMA_MAX && dw_mma_fits(T, D, N)) return dw_mma(dy, act, dW, T, D, N, sms, stream, err);
   return gemm_dw(dy, act, dW, T, D, N, sms, ws, kGemmWs, stream, err);
 }
 
@@ -464,7 +471,9 @@ extern "C" {
 ADALN_API int adaln_abi_version(void) { return 3; }
 ADALN_API const char* adaln_status_name(int status) { return adaln_status_text(status); }
 ADALN_API const char* adaln_path(void) { return ADALN_PATH_NAME; }
-ADALN_API const char* adaln_config(void) { return ADALN_CONFIG; }
+ADALN_API const char* adaln_config(void) {
+  return ADALN_CONFIG "; dW mma.sync outside a GEMM for T<=" ADALN_STR(ADALN_DW_MMA_MAX);
+}
 ADALN_API int adaln_required_cc(void) { return ADALN_REQUIRED_CC; }
 
 ADALN_API void adaln_chunking(int64_t N, int64_t* kchunk, int64_t* nchunks, int64_t* per_group, int64_t* t_block) {
