@@ -6,9 +6,10 @@
 // Each warp owns one 64-column chunk of dW for the whole kernel: its act values are B fragments in registers,
 // loaded once. A block of W warps covers W adjacent chunks; G = D / (64 W) blocks side by side cover whole rows.
 // Block k of each column group walks the 16-row blocks k, k + P, k + 2P, ... (P blocks per group), so at any
-// moment the G·P blocks write a band of about P·16 whole rows. Per row block a warp stages dY[0:T, rows] in its
-// own shared memory (the next block's values already on their way in registers), forms the A fragments with
-// ldmatrix.trans, runs 8·KT mma.sync, and writes its 16 x 64 bf16 result through its stage as 128-byte lines.
+// moment the G·P blocks write a band of about P·16 whole rows. A warp copies dY[0:T, rows] of its next row
+// blocks into a ring of stages in its own shared memory (cp.async, ADALN_DWMMA_STAGES - 1 blocks ahead), forms
+// the A fragments with ldmatrix.trans, runs 8·KT mma.sync, and writes its 16 x 64 bf16 result through a stage
+// as 128-byte lines.
 // No block barrier anywhere. The order of each sum depends on T only (dW is compared with itself).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -30,14 +31,20 @@ namespace {
 #ifndef ADALN_DWMMA_BLOCKS
 #define ADALN_DWMMA_BLOCKS 1
 #endif
+#ifndef ADALN_DWMMA_STAGES
+#define ADALN_DWMMA_STAGES 4
+#endif
 constexpr int kMaxWarps = ADALN_DWMMA_WARPS;
+constexpr int kStages = ADALN_DWMMA_STAGES;  // a power of two
+static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "ADALN_DWMMA_STAGES: 2, 4, 8...");
 constexpr int kMinWarps = ADALN_DWMMA_WARPS < 3 ? ADALN_DWMMA_WARPS : 3;
 constexpr int kRows = 16;       // rows of dW per step (one m16 tile)
 constexpr int kCols = 64;       // columns per warp (eight n8 tiles: one 128-byte line per row)
 constexpr int kStageRow = 48;   // bytes per t row of staged dY (32 + 16: ldmatrix's eight rows on distinct banks)
-constexpr int kInStage = 64 * kStageRow;  // staged dY, t < 64
-constexpr int kOutStage = kRows * 128;    // the 16 x 64 bf16 result
-constexpr int kWarpStage = kInStage + kOutStage;
+constexpr int kOutStage = kRows * 128;   // the 16 x 64 bf16 result
+// A warp's shared memory: kStages stages of dY (16 KT rows each), then the output stage.
+__host__ __device__ constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
+__host__ __device__ constexpr int warp_smem_bytes(int kt) { return kStages * in_stage_bytes(kt) + kOutStage; }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -67,15 +74,23 @@ __device__ __forceinline__ uint32_t pack_raw(__nv_bfloat16 lo, __nv_bfloat16 hi)
   return uint32_t(__bfloat16_as_ushort(lo)) | (uint32_t(__bfloat16_as_ushort(hi)) << 16);
 }
 
-// The 16-byte pieces of dY[0:16KT, n0:n0+16) this lane loads: piece i = lane + 32 j is t row i / 2, half i % 2.
-template <int KT>
-__device__ __forceinline__ void load_dy(const __nv_bfloat16* __restrict__ dY, int T, int N, int n0, int lane,
-                                        uint4 (&v)[KT]) {
-#pragma unroll
-  for (int j = 0; j < KT; ++j) {
-    const int i = lane + 32 * j, t = i >> 1, n = n0 + (i & 1) * 8;
-    v[j] = make_uint4(0u, 0u, 0u, 0u);
-    if (t < T && n < N) v[j] = __ldg(reinterpret_cast<const uint4*>(dY + size_t(t) * N + n));
+// 16 bytes global -> shared, bypassing L1; src_bytes = 0 writes zeros (rows of dY past N).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// dY[0:T, n0:n0+16) into a stage (t rows of 32 bytes, kStageRow apart): piece i is row i / 2, half i % 2.
+__device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, int T, int N, int n0, int lane,
+                                        uint32_t stage) {
+  for (int i = lane; i < 2 * T; i += 32) {
+    const int t = i >> 1, n = n0 + (i & 1) * 8;
+    const bool in = n < N;
+    cp_async16(stage + t * kStageRow + (i & 1) * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
   }
 }
 
@@ -88,9 +103,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int per_group = gridDim.x / groups, group = blockIdx.x / per_group, block = blockIdx.x % per_group;
   const int col0 = (group * warps + warp) * kCols;  // this warp's 64 columns of dW
-  unsigned char* in_stage = smem + size_t(warp) * kWarpStage;
-  unsigned char* out_stage = in_stage + kInStage;
-  const uint32_t in_u32 = smem_u32(in_stage);
+  unsigned char* in_stages = smem + size_t(warp) * warp_smem_bytes(KT);
+  unsigned char* out_stage = in_stages + kStages * in_stage_bytes(KT);
+  const uint32_t in_u32 = smem_u32(in_stages);
+  // Rows T .. 16 KT of every stage stay zero (the copies write rows < T only).
+  for (int i = lane; i < kStages * (16 * KT - T) * 2; i += 32) {
+    const int stage = i / ((16 * KT - T) * 2), r = i % ((16 * KT - T) * 2);
+    *reinterpret_cast<uint4*>(in_stages + stage * in_stage_bytes(KT) + (T + r / 2) * kStageRow + (r & 1) * 16) =
+        make_uint4(0u, 0u, 0u, 0u);
+  }
   const int g = lane >> 2, q = lane & 3;  // fragment row (n) / column pair
 
   // B fragments of the warp's columns, all k-steps: b[ks][j] = act[ks*16 + 2q + {0,1} (+8)][col0 + 8j + g].
@@ -109,18 +130,25 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
 
   const int row_blocks = (N + kRows - 1) / kRows;
   const int mat = lane >> 3, mrow = lane & 7;  // the ldmatrix row this lane addresses
-  uint4 next[KT];
-  if (block < row_blocks) load_dy<KT>(dY, T, N, block * kRows, lane, next);
-  for (int rb = block; rb < row_blocks; rb += per_group) {
-    const int n0 = rb * kRows;
-    __syncwarp();  // every lane is done with both stages (previous step)
+  // This warp's row blocks: block + i * per_group for i < count; one cp.async group per row block, committed
+  // even when empty so that "all but the newest kStages - 2 groups" always means "row block i".
+  const int count = block < row_blocks ? (row_blocks - 1 - block) / per_group + 1 : 0;
 #pragma unroll
-    for (int j = 0; j < KT; ++j) {
-      const int i = lane + 32 * j;
-      *reinterpret_cast<uint4*>(in_stage + (i >> 1) * kStageRow + (i & 1) * 16) = next[j];
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < count) copy_dy(dY, T, N, (block + s * per_group) * kRows, lane, in_u32 + s * in_stage_bytes(KT));
+    cp_async_commit();
+  }
+  for (int i = 0; i < count; ++i) {
+    const int n0 = (block + i * per_group) * kRows;
+    cp_async_wait<kStages - 2>();
+    __syncwarp();  // row block i's copies (every lane's) have landed; the previous step's stage reads are done
+    {
+      const int ahead = i + kStages - 1;  // into the stage row block i - 1 used
+      if (ahead < count)
+        copy_dy(dY, T, N, (block + ahead * per_group) * kRows, lane, in_u32 + (ahead % kStages) * in_stage_bytes(KT));
+      cp_async_commit();
     }
-    __syncwarp();
-    if (rb + per_group < row_blocks) load_dy<KT>(dY, T, N, (rb + per_group) * kRows, lane, next);
+    const uint32_t stage_u32 = in_u32 + (i % kStages) * in_stage_bytes(KT);
 
     float acc[8][4];
 #pragma unroll
@@ -131,7 +159,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
     for (int ks = 0; ks < KT; ++ks) {
       // A fragment (rows n, k = t): matrices (t 0-7, n 0-7), (t 0-7, n 8-15), (t 8-15, n 0-7), (t 8-15, n 8-15).
       uint32_t a[4];
-      ldsm_x4_trans(in_u32 + (ks * 16 + (mat >> 1) * 8 + mrow) * kStageRow + (mat & 1) * 16, a);
+      ldsm_x4_trans(stage_u32 + (ks * 16 + (mat >> 1) * 8 + mrow) * kStageRow + (mat & 1) * 16, a);
 #pragma unroll
       for (int j = 0; j < 8; ++j) mma_16816(acc[j], a, b[ks][j][0], b[ks][j][1]);
     }
@@ -169,7 +197,7 @@ template <int KT>
 int launch(const void* dY, const void* act, void* dW, int T, int N, int D, int warps, int sms, cudaStream_t stream,
            Err err) {
   const int groups = D / kCols / warps;
-  const size_t bytes = size_t(warps) * kWarpStage;
+  const size_t bytes = size_t(warps) * warp_smem_bytes(KT);
   cudaError_t ce = cudaFuncSetAttribute(dw_mma_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (ce != cudaSuccess) {
     set_err(err, "dW kernel (mma.sync): %zu bytes of shared memory: %s", bytes, cudaGetErrorString(ce));
