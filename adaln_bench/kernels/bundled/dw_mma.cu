@@ -6,11 +6,11 @@
 // Each warp owns one 64-column chunk of dW for the whole kernel: its act values are B fragments in registers,
 // loaded once. A block of W warps covers W adjacent chunks; G = D / (64 W) blocks side by side cover whole rows.
 // Block k of each column group walks the 16-row blocks k, k + P, k + 2P, ... (P blocks per group), so at any
-// moment the G·P blocks write a band of about P·16 whole rows. A warp copies dY[0:T, rows] of its next row
-// blocks into a ring of stages in its own shared memory (cp.async, ADALN_DWMMA_STAGES - 1 blocks ahead), forms
-// the A fragments with ldmatrix.trans, runs 8·KT mma.sync, and writes its 16 x 64 bf16 result through a stage
-// as 128-byte lines.
-// No block barrier anywhere. The order of each sum depends on T only (dW is compared with itself).
+// moment the G·P blocks write a band of about P·16 whole rows. The block copies dY[0:T, rows] of its next row
+// blocks into a ring of stages in shared memory (cp.async, ADALN_DWMMA_STAGES - 1 blocks ahead; one barrier
+// per row block keeps the block's warps together), each warp forms the A fragments with ldmatrix.trans, runs
+// 8·KT mma.sync, and writes its 16 x 64 bf16 result through its own stage as 128-byte lines.
+// One block barrier per row block, no other. The order of each sum depends on T only (dW is compared with itself).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -42,9 +42,9 @@ constexpr int kRows = 16;       // rows of dW per step (one m16 tile)
 constexpr int kCols = 64;       // columns per warp (eight n8 tiles: one 128-byte line per row)
 constexpr int kStageRow = 48;   // bytes per t row of staged dY (32 + 16: ldmatrix's eight rows on distinct banks)
 constexpr int kOutStage = kRows * 128;   // the 16 x 64 bf16 result
-// A warp's shared memory: kStages stages of dY (16 KT rows each), then the output stage.
+// Shared memory: kStages stages of dY (16 KT rows each), then one output stage per warp.
 __host__ __device__ constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
-__host__ __device__ constexpr int warp_smem_bytes(int kt) { return kStages * in_stage_bytes(kt) + kOutStage; }
+__host__ __device__ constexpr int smem_bytes(int kt, int warps) { return kStages * in_stage_bytes(kt) + warps * kOutStage; }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -85,9 +85,8 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // dY[0:T, n0:n0+16) into a stage (t rows of 32 bytes, kStageRow apart): piece i is row i / 2, half i % 2.
-__device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, int T, int N, int n0, int lane,
-                                        uint32_t stage) {
-  for (int i = lane; i < 2 * T; i += 32) {
+__device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, int T, int N, int n0, uint32_t stage) {
+  for (int i = threadIdx.x; i < 2 * T; i += blockDim.x) {
     const int t = i >> 1, n = n0 + (i & 1) * 8;
     const bool in = n < N;
     cp_async16(stage + t * kStageRow + (i & 1) * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
@@ -103,11 +102,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int per_group = gridDim.x / groups, group = blockIdx.x / per_group, block = blockIdx.x % per_group;
   const int col0 = (group * warps + warp) * kCols;  // this warp's 64 columns of dW
-  unsigned char* in_stages = smem + size_t(warp) * warp_smem_bytes(KT);
-  unsigned char* out_stage = in_stages + kStages * in_stage_bytes(KT);
+  unsigned char* in_stages = smem;
+  unsigned char* out_stage = smem + kStages * in_stage_bytes(KT) + warp * kOutStage;
   const uint32_t in_u32 = smem_u32(in_stages);
   // Rows T .. 16 KT of every stage stay zero (the copies write rows < T only).
-  for (int i = lane; i < kStages * (16 * KT - T) * 2; i += 32) {
+  for (int i = threadIdx.x; i < kStages * (16 * KT - T) * 2; i += blockDim.x) {
     const int stage = i / ((16 * KT - T) * 2), r = i % ((16 * KT - T) * 2);
     *reinterpret_cast<uint4*>(in_stages + stage * in_stage_bytes(KT) + (T + r / 2) * kStageRow + (r & 1) * 16) =
         make_uint4(0u, 0u, 0u, 0u);
@@ -130,22 +129,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
 
   const int row_blocks = (N + kRows - 1) / kRows;
   const int mat = lane >> 3, mrow = lane & 7;  // the ldmatrix row this lane addresses
-  // This warp's row blocks: block + i * per_group for i < count; one cp.async group per row block, committed
+  // This block's row blocks: block + i * per_group for i < count; one cp.async group per row block, committed
   // even when empty so that "all but the newest kStages - 2 groups" always means "row block i".
   const int count = block < row_blocks ? (row_blocks - 1 - block) / per_group + 1 : 0;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) copy_dy(dY, T, N, (block + s * per_group) * kRows, lane, in_u32 + s * in_stage_bytes(KT));
+    if (s < count) copy_dy(dY, T, N, (block + s * per_group) * kRows, in_u32 + s * in_stage_bytes(KT));
     cp_async_commit();
   }
   for (int i = 0; i < count; ++i) {
     const int n0 = (block + i * per_group) * kRows;
     cp_async_wait<kStages - 2>();
-    __syncwarp();  // row block i's copies (every lane's) have landed; the previous step's stage reads are done
+    __syncthreads();  // row block i's copies (every thread's) have landed; every warp is done with step i - 1
     {
       const int ahead = i + kStages - 1;  // into the stage row block i - 1 used
       if (ahead < count)
-        copy_dy(dY, T, N, (block + ahead * per_group) * kRows, lane, in_u32 + (ahead % kStages) * in_stage_bytes(KT));
+        copy_dy(dY, T, N, (block + ahead * per_group) * kRows, in_u32 + (ahead % kStages) * in_stage_bytes(KT));
       cp_async_commit();
     }
     const uint32_t stage_u32 = in_u32 + (i % kStages) * in_stage_bytes(KT);
@@ -197,7 +196,7 @@ template <int KT>
 int launch(const void* dY, const void* act, void* dW, int T, int N, int D, int warps, int sms, cudaStream_t stream,
            Err err) {
   const int groups = D / kCols / warps;
-  const size_t bytes = size_t(warps) * warp_smem_bytes(KT);
+  const size_t bytes = size_t(smem_bytes(KT, warps));
   cudaError_t ce = cudaFuncSetAttribute(dw_mma_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (ce != cudaSuccess) {
     set_err(err, "dW kernel (mma.sync): %zu bytes of shared memory: %s", bytes, cudaGetErrorString(ce));
