@@ -38,21 +38,21 @@
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
 #endif
 
-// dW on CUDA cores (dw_small_t) for T <= ADALN_DW_SIMT_MAX (0 = never): at small T the dW GEMM is a 520 MB
-// write with almost no arithmetic, which a plain store stream does faster than the GEMM's epilogue.
-// Shipped: T = 1 on the sm90 path (at T = 3, 4 its dW GEMM was as fast or faster: NOTES.md, v3 run 3), up to 8
-// on the portable path (whose mma.sync dW GEMM is slower).
+// dW at small T, where it is a 520 MB write with little arithmetic (NOTES.md, v3 run 3 and v8 runs 9-12):
+// on CUDA cores (dw_small_t) for T <= ADALN_DW_SIMT_MAX, then on tensor cores outside a GEMM (dw_mma.cu, a
+// row-ordered store stream) up to ADALN_DW_MMA_MAX (<= 64), then the dW GEMM (0 = off for either).
+// Shipped: CUDA cores at T = 1 on both paths; dw_mma up to T = 4 on the sm90 path (dW 130-135 µs against its
+// GEMM's 139-142; from T = 16 on the GEMM is faster) and up to 64 on the portable path (148-161 µs against
+// CUTLASS 2's 249-298, and 130-135 against the CUDA-core kernel's 137-177 at T = 2-4).
 #ifndef ADALN_DW_SIMT_MAX
-#if defined(ADALN_PATH_SM90)
 #define ADALN_DW_SIMT_MAX 1
-#else
-#define ADALN_DW_SIMT_MAX 8
 #endif
-#endif
-
-// dW on tensor cores outside a GEMM (dw_mma.cu) for ADALN_DW_SIMT_MAX < T <= ADALN_DW_MMA_MAX (<= 64; 0 = never).
 #ifndef ADALN_DW_MMA_MAX
+#if defined(ADALN_PATH_SM90)
+#define ADALN_DW_MMA_MAX 4
+#else
 #define ADALN_DW_MMA_MAX 64
+#endif
 #endif
 static_assert(ADALN_DW_MMA_MAX >= 0 && ADALN_DW_MMA_MAX <= 64, "ADALN_DW_MMA_MAX: 0 to 64");
 

@@ -22,9 +22,10 @@
 namespace adaln {
 namespace {
 
-// Warps per block: W divides D / 64 and is at most ADALN_DWMMA_WARPS; ADALN_DWMMA_BLOCKS blocks per SM. The
-// register file is split between the SM's four schedulers: 4 warps on one of them cap a thread at 128
-// registers (KT = 4 needs about 130), 3 at 168.
+// Warps per block: W divides D / 64 and is at most ADALN_DWMMA_WARPS; ADALN_DWMMA_BLOCKS blocks per SM; a ring
+// of ADALN_DWMMA_STAGES row blocks of dY. The register file is split between the SM's four schedulers: 4 warps
+// on one of them cap a thread at 128 registers (KT = 4 uses 128). Shipped: 14 x 1, 4 stages (the fastest of
+// 14 x 1, 7 x 2, 6 x 2 and 8 stages on the H200 at T = 2-64: NOTES.md, "v8d run 12").
 #ifndef ADALN_DWMMA_WARPS
 #define ADALN_DWMMA_WARPS 14
 #endif

@@ -67,8 +67,9 @@ using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<64, 64, 32>, 3>;
 using DactMid = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 #endif
-// dW: 128x128 for every T (the H200 run with 128x256 was slower at T <= 64 and equal at 2048; smaller tiles
-// with more CTAs per SM were slower at T = 16 to 256: NOTES.md, "v7 run 6").
+// dW above ADALN_DW_MMA_MAX rows (api.cu; below it dw_mma.cu): 128x128 for every T (the H200 run with 128x256
+// was slower at T <= 64 and equal at 2048; smaller tiles with more CTAs per SM were slower at T = 16 to 256:
+// NOTES.md, "v7 run 6").
 using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 
 template <class Gemm>
