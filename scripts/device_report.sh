@@ -4,7 +4,8 @@
 # Usage (on the GPU machine, from the repo root): bash scripts/device_report.sh [run options…]
 #   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (none: skip)
 #   .carry/kernel-cache, when carried: prebuilt bundled-kernel libraries (else they are built there)
-#   SMOKE=1: a tiny quick plain run first; GPU_TESTS=pattern: pytest tests/gpu -k pattern after the run
+#   SMOKE=1: a tiny quick plain run first; REPORT_GPU_TESTS=pattern: pytest tests/gpu -k pattern after the run
+#   (not GPU_TESTS, which device_kernel_bench.sh reads as a flag: one call running both once ran `-k 1`)
 #   NAME=report (default): the report is $OUT/$NAME.json, its log $OUT/$NAME.log
 set -uo pipefail
 NAME=${NAME:-report}
@@ -19,8 +20,8 @@ python3 -m adaln_bench run --device cuda --out "$OUT/$NAME.json" "$@" > "$OUT/$N
 rc=$?
 echo "run exit $rc after $(( $(date +%s) - start )) s"
 grep -v '^\[' "$OUT/$NAME.log" | tail -c 2500
-if [ -n "${GPU_TESTS:-}" ]; then
-  timeout "${GPU_TESTS_TIMEOUT:-180}" python3 -m pytest -q -m gpu tests/gpu -k "$GPU_TESTS" > "$OUT/gpu-tests.log" 2>&1
+if [ -n "${REPORT_GPU_TESTS:-}" ]; then
+  timeout "${GPU_TESTS_TIMEOUT:-180}" python3 -m pytest -q -m gpu tests/gpu -k "$REPORT_GPU_TESTS" > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests exit $?"; tail -n 5 "$OUT/gpu-tests.log"
 fi
 exit $rc
