@@ -32,9 +32,6 @@ namespace {
 #ifndef ADALN_DWMMA_BLOCKS
 #define ADALN_DWMMA_BLOCKS 1
 #endif
-#ifndef ADALN_DWMMA_STAGGER
-#define ADALN_DWMMA_STAGGER 0
-#endif
 #ifndef ADALN_DWMMA_STAGES
 #define ADALN_DWMMA_STAGES 4
 #endif
@@ -97,18 +94,6 @@ __device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, in
   }
 }
 
-// The warp's staged 16 x 64 result (16 rows of 128 bytes, piece p of row r at p ^ (r & 7)) out to dW rows
-// n0 .. n0 + 16 as whole 16-byte pieces: each store instruction of the warp writes four 128-byte lines.
-__device__ __forceinline__ void store_staged(const unsigned char* out_stage, __nv_bfloat16* __restrict__ dW, int N,
-                                             int D, int n0, int col0, int lane) {
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int idx = k * 32 + lane, r = idx >> 3, p = idx & 7;
-    const uint4 v = *reinterpret_cast<const uint4*>(out_stage + r * 128 + ((p ^ (r & 7)) * 16));
-    if (n0 + r < N) *reinterpret_cast<uint4*>(dW + size_t(n0 + r) * D + col0 + p * 8) = v;
-  }
-}
-
 // KT = ceil(T / 16) k-steps (rows t >= T are zeros). Grid: G column groups of P blocks; blockDim = 32 W.
 template <int KT>
 __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
@@ -148,9 +133,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
   // This block's row blocks: block + i * per_group for i < count; one cp.async group per row block, committed
   // even when empty so that "all but the newest kStages - 2 groups" always means "row block i".
   const int count = block < row_blocks ? (row_blocks - 1 - block) / per_group + 1 : 0;
-  // ADALN_DWMMA_STAGGER: warps 4-7 and 12-13 store each row block one step late, so that while half of the
-  // block's warps do their mma work after a barrier the other half are storing (every scheduler has both kinds).
-  const bool late = ADALN_DWMMA_STAGGER && ((warp >> 2) & 1);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < count) copy_dy(dY, T, N, (block + s * per_group) * kRows, in_u32 + s * in_stage_bytes(KT));
@@ -182,11 +164,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
       for (int j = 0; j < 8; ++j) mma_16816(acc[j], a, b[ks][j][0], b[ks][j][1]);
     }
 
-    // bf16 pairs into the stage, then out (a late warp: the previous row block's out first, this one's next step).
-    if (late) {
-      if (i > 0) store_staged(out_stage, dW, N, D, n0 - per_group * kRows, col0, lane);
-      __syncwarp();
-    }
+    // bf16 pairs into the stage as 16 rows of 128 bytes (piece j of row r at j ^ (r & 7)), then whole 16-byte
+    // pieces out: each store instruction of the warp writes four 128-byte lines.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = h * 8 + g;
@@ -196,9 +175,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
             pack_bf16x2(acc[j][2 * h], acc[j][2 * h + 1]);
     }
     __syncwarp();
-    if (!late) store_staged(out_stage, dW, N, D, n0, col0, lane);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int idx = k * 32 + lane, r = idx >> 3, p = idx & 7;
+      const uint4 v = *reinterpret_cast<const uint4*>(out_stage + r * 128 + ((p ^ (r & 7)) * 16));
+      if (n0 + r < N) *reinterpret_cast<uint4*>(dW + size_t(n0 + r) * D + col0 + p * 8) = v;
+    }
   }
-  if (late && count > 0) store_staged(out_stage, dW, N, D, (block + (count - 1) * per_group) * kRows, col0, lane);
 }
 
 // Warps per block: the largest divisor of D / 64 in [kMinWarps, kMaxWarps]; 0 when none (or T is out of range).
