@@ -46,12 +46,11 @@ def _run(fwd, temb, w, b, dy):
 # N = 28000 has 7 chunks in groups of 2, the last group a lone shorter chunk; N = 30728 has 8 chunks in groups
 # of 2, the last group a whole chunk and a shorter one.
 @pytest.mark.parametrize("d,n,t", [(256, 768, 37), (3072, 18432, 521), (256, 28000, 37), (256, 30728, 45),
-                                   (256, 768, 2049), (256, 768, 160)])
+                                   (256, 768, 2049)])
 def test_rows_bitwise_invariant(fwd, d, n, t):
-    """Every row (output and d_temb) equals its single-row run, at random positions, for the T below; T = 521
+    """Every row (output and d_temb) equals its single-row run, at random positions, for odd T; T = 521
     crosses the portable path's 512-row block of the d_act pass and T = 2049 the sm90 path's 2048-row one;
-    T = 160 runs the portable path's 192-row tier beside the smaller ones; the N above cover every way the
-    chunks fall into groups."""
+    the N above cover every way the chunks fall into groups."""
     temb, w, b, dy = _inputs(t, d, n, seed=1)
     ys, gs = [], []
     for i in range(t):

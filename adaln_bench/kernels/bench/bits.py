@@ -20,8 +20,8 @@ from adaln_bench.kernels.registry import Implementation
 from adaln_bench.shape import Shape
 
 FULL_ROWS = 2048
-SIZES = (1, 2, 3, 4, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 192, 193, 255, 256, 257, 300, 511, 512,
-         513, 1000, 1024, 1500, 2047)
+SIZES = (1, 2, 3, 4, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 300, 511, 512, 513, 1000,
+         1024, 1500, 2047)
 SEED = P.FULL.seeds[0]
 
 

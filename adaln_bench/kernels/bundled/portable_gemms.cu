@@ -67,16 +67,6 @@ using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<64, 64, 32>, 3>;
 using DactMid = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 #endif
-// A second middle tier for ADALN_PORTABLE_MID_MAX < T (or the T block) <= ADALN_PORTABLE_MID2_MAX (0 = off):
-// 192-row tiles of T (6 warps of 64x64), where the 256-row tiles are a quarter to a half empty (v7: ~2.2x
-// cuBLAS in forward between 129 and 255 rows, NOTES.md "v7 run 8").
-#ifndef ADALN_PORTABLE_MID2_MAX
-#define ADALN_PORTABLE_MID2_MAX 192
-#endif
-#if ADALN_PORTABLE_MID2_MAX > 0
-using FwdMid2 = GemmFwd<Shape<192, 128, 32>, Shape<64, 64, 32>, 3>;
-using DactMid2 = GemmDact<Shape<192, 128, 32>, Shape<64, 64, 32>, 3>;
-#endif
 // dW above ADALN_DW_MMA_MAX rows (api.cu; below it dw_mma.cu): 128x128 for every T (the H200 run with 128x256
 // was slower at T <= 64 and equal at 2048; smaller tiles with more CTAs per SM were slower at T = 16 to 256:
 // NOTES.md, "v7 run 6").
@@ -105,9 +95,6 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
 #if ADALN_PORTABLE_MID_MAX > 0
   if (T > 64 && T <= ADALN_PORTABLE_MID_MAX) return fwd<FwdMid>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
 #endif
-#if ADALN_PORTABLE_MID2_MAX > 0
-  if (T > 64 && T <= ADALN_PORTABLE_MID2_MAX) return fwd<FwdMid2>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
-#endif
 #if ADALN_PORTABLE_TIERS
   if (T > 64) return fwd<FwdLarge>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
 #endif
@@ -128,10 +115,6 @@ int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t
 #if ADALN_PORTABLE_MID_MAX > 0
   if (Tb > 64 && Tb <= ADALN_PORTABLE_MID_MAX)
     return dact<DactMid>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
-#endif
-#if ADALN_PORTABLE_MID2_MAX > 0
-  if (Tb > 64 && Tb <= ADALN_PORTABLE_MID2_MAX)
-    return dact<DactMid2>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
 #endif
 #if ADALN_PORTABLE_TIERS
   if (Tb > 64) return dact<DactLarge>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
