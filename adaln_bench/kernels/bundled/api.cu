@@ -2,8 +2,9 @@
 // Raw pointers, sizes, the device index and a cudaStream_t in; an AdalnStatus out (0 = ok, names in status.h)
 // and a message in `err`. No torch, no C++ ABI across the boundary. Every entry point first makes the
 // device's primary context current on the calling thread (autograd runs backward in a thread of its own
-// that may never have touched CUDA), and launches nothing after a failed step. Elementwise kernels (SiLU, the fixed-order fold of the d_act
-// chunk or group sums fused with silu', the db column sum) live here and are shared by both paths.
+// that may never have touched CUDA), and launches nothing after a failed step. Elementwise kernels (SiLU, the
+// fixed-order fold of the d_act chunk or group sums fused with silu', the db column sum) live here and are shared
+// by both paths.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,19 +21,14 @@
 #define ADALN_PATH_NAME "sm90 wgmma (CUTLASS 3 TMA warp-specialized cooperative, swap-AB)"
 #define ADALN_CONFIG ADALN_SM90_CONFIG
 #elif defined(ADALN_PATH_PORTABLE)
+#include "portable_config.h"
 #define ADALN_PATH_NAME "portable mma.sync (CUTLASS 2 GemmUniversal, sm80+)"
 #define ADALN_STR2(x) #x
 #define ADALN_STR(x) ADALN_STR2(x)
-#ifndef ADALN_PORTABLE_TIERS
-#define ADALN_PORTABLE_TIERS 2
-#endif
-#ifndef ADALN_PORTABLE_MID_MAX
-#define ADALN_PORTABLE_MID_MAX 128
-#endif
-#define ADALN_CONFIG                                                                                           \
-  "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, 128(T)x128x32 up to "                               \
-  ADALN_STR(ADALN_PORTABLE_MID_MAX) ", wider above (ADALN_PORTABLE_TIERS=" ADALN_STR(ADALN_PORTABLE_TIERS) "); dW 128x128x32; dW on CUDA cores for T<="  \
-  ADALN_STR(ADALN_DW_SIMT_MAX)                                                                                      \
+#define ADALN_CONFIG                                                                              \
+  "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, 128(T)x128x32 up to "                  \
+  ADALN_STR(ADALN_PORTABLE_MID_MAX) ", wider above (ADALN_PORTABLE_TIERS=" ADALN_STR(ADALN_PORTABLE_TIERS) \
+  "); dW 128x128x32; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)                           \
   "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
@@ -55,6 +51,17 @@
 #endif
 #endif
 static_assert(ADALN_DW_MMA_MAX >= 0 && ADALN_DW_MMA_MAX <= 64, "ADALN_DW_MMA_MAX: 0 to 64");
+// sm90 path: above ADALN_DW_MMA_MAX and up to ADALN_DW_WGMMA_MAX (<= 64), dW on wgmma outside a GEMM (dw_wgmma.cu:
+// the same row-ordered stream with the math asynchronous), then the dW GEMM.
+#if defined(ADALN_PATH_SM90)
+#ifndef ADALN_DW_WGMMA_MAX
+#define ADALN_DW_WGMMA_MAX 64
+#endif
+static_assert(ADALN_DW_WGMMA_MAX >= 0 && ADALN_DW_WGMMA_MAX <= 64, "ADALN_DW_WGMMA_MAX: 0 to 64");
+#define ADALN_DW_WGMMA_TEXT "; dW wgmma outside a GEMM for T<=" ADALN_STR(ADALN_DW_WGMMA_MAX)
+#else
+#define ADALN_DW_WGMMA_TEXT ""
+#endif
 
 #ifndef ADALN_REQUIRED_CC
 #error "define ADALN_REQUIRED_CC (e.g. 90 for sm_90a, 100 for sm_100a)"
@@ -435,7 +442,8 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
   return ADALN_OK;
 }
 
-// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, on tensor cores outside a GEMM up to ADALN_DW_MMA_MAX, else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
+// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, on tensor cores outside a GEMM up to ADALN_DW_MMA_MAX (mma.sync)
+// and ADALN_DW_WGMMA_MAX (wgmma, sm90 path), else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
 static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T, int64_t D, int64_t N, void* ws,
                   int sms, cudaStream_t stream, Err err) {
 #if ADALN_DW_SIMT_MAX > 0
@@ -450,6 +458,9 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
   }
 #endif
   if (T <= ADALN_DW_MMA_MAX && dw_mma_fits(T, D, N)) return dw_mma(dy, act, dW, T, D, N, sms, stream, err);
+#if defined(ADALN_PATH_SM90)
+  if (T <= ADALN_DW_WGMMA_MAX && dw_wgmma_fits(T, D, N)) return dw_wgmma(dy, act, dW, T, D, N, sms, stream, err);
+#endif
   return gemm_dw(dy, act, dW, T, D, N, sms, ws, kGemmWs, stream, err);
 }
 
@@ -472,7 +483,7 @@ ADALN_API int adaln_abi_version(void) { return 3; }
 ADALN_API const char* adaln_status_name(int status) { return adaln_status_text(status); }
 ADALN_API const char* adaln_path(void) { return ADALN_PATH_NAME; }
 ADALN_API const char* adaln_config(void) {
-  return ADALN_CONFIG "; dW mma.sync outside a GEMM for T<=" ADALN_STR(ADALN_DW_MMA_MAX);
+  return ADALN_CONFIG "; dW mma.sync outside a GEMM for T<=" ADALN_STR(ADALN_DW_MMA_MAX) ADALN_DW_WGMMA_TEXT;
 }
 ADALN_API int adaln_required_cc(void) { return ADALN_REQUIRED_CC; }
 

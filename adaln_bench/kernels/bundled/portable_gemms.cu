@@ -9,12 +9,7 @@
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
 #include "cutlass_run.cuh"
 #include "gemms.h"
-
-// 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act).
-// Shipped: 2 (256x128, the faster of the two in the interleaved H200 run, NOTES.md v3).
-#ifndef ADALN_PORTABLE_TIERS
-#define ADALN_PORTABLE_TIERS 2
-#endif
+#include "portable_config.h"
 
 namespace adaln {
 namespace {
@@ -45,21 +40,17 @@ using GemmDw = cutlass::gemm::device::GemmUniversal<
     bf16, ColumnMajor, bf16, RowMajor, bf16, RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
     Block, Warp, Inst, cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, Stages, 8, 8>;
 
-using FwdSmall = GemmFwd<Shape<64, 256, 32>, Shape<64, 64, 32>, 4>;
+using FwdSmall =
+    GemmFwd<Shape<64, 256, 32>, Shape<ADALN_PORTABLE_SMALL_FWD_WM, 64, 32>, ADALN_PORTABLE_SMALL_FWD_STAGES>;
 using DactSmall = GemmDact<Shape<64, 128, 32>, Shape<32, 64, 32>, 4>;
 #if ADALN_PORTABLE_TIERS == 1
 using FwdLarge = GemmFwd<Shape<128, 256, 32>, Shape<64, 64, 32>, 3>;
 using DactLarge = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 #elif ADALN_PORTABLE_TIERS == 2
-using FwdLarge = GemmFwd<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
+using FwdLarge = GemmFwd<Shape<256, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_LARGE_FWD_STAGES>;
 using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
 #endif
-// A middle tier for 64 < T (or the T block) <= ADALN_PORTABLE_MID_MAX (0 = off): the large tiles are 256 rows of
-// T, half empty at T = 128 (the forward there measured 2.5x cuBLAS, 2x its own time at T = 64). Shipped (v7,
-// NOTES.md "v7 run 8"): up to 128 rows, forward and d_act 128x128x32 (4 warps of 64x64).
-#ifndef ADALN_PORTABLE_MID_MAX
-#define ADALN_PORTABLE_MID_MAX 128
-#endif
+// The middle tier (portable_config.h) for 64 < T (or the T block) <= ADALN_PORTABLE_MID_MAX.
 #ifndef ADALN_PORTABLE_MID_FWD_TN
 #define ADALN_PORTABLE_MID_FWD_TN 128
 #endif

@@ -1,0 +1,27 @@
+// The portable path's tile choices, read by portable_gemms.cu (the GEMMs) and api.cu (the config string).
+#pragma once
+
+// 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act).
+// Shipped: 2 (256x128, the faster of the two in the interleaved H200 run, NOTES.md v3).
+#ifndef ADALN_PORTABLE_TIERS
+#define ADALN_PORTABLE_TIERS 2
+#endif
+
+// A middle tier for 64 < T (or the T block) <= ADALN_PORTABLE_MID_MAX (0 = off): the large tiles are 256 rows of
+// T, half empty at T = 128 (the forward there measured 2.5x cuBLAS, 2x its own time at T = 64). Shipped (v7,
+// NOTES.md "v7 run 8"): up to 128 rows, forward and d_act 128x128x32 (4 warps of 64x64).
+#ifndef ADALN_PORTABLE_MID_MAX
+#define ADALN_PORTABLE_MID_MAX 128
+#endif
+
+// The forward's pipeline depth (cp.async stages) and the small tier's warp tile rows (64: 4 warps of 64x64;
+// 32: 8 warps of 32x64). Shipped: 4 stages small, 3 large, 64-row warps.
+#ifndef ADALN_PORTABLE_SMALL_FWD_STAGES
+#define ADALN_PORTABLE_SMALL_FWD_STAGES 4
+#endif
+#ifndef ADALN_PORTABLE_SMALL_FWD_WM
+#define ADALN_PORTABLE_SMALL_FWD_WM 64
+#endif
+#ifndef ADALN_PORTABLE_LARGE_FWD_STAGES
+#define ADALN_PORTABLE_LARGE_FWD_STAGES 3
+#endif
