@@ -102,10 +102,10 @@ def test_accuracy_vs_fp64(fwd, t):
     _check_accuracy(fwd, t, 512, 6 * 2 * 128)
 
 
-# dW at small T outside a GEMM (dw_mma.cu up to T = 4 on sm90 and 64 on portable; dw_wgmma.cu for 4 < T <= 64 on
-# sm90): D = 2688 is three column groups (of 14 warps; of 2 warpgroups x 7 chunks), N = 1544 ends inside a row
-# block of either (rows zero-filled past N), T = 9, 17, 33, 48 end inside a 16-wide k-step (rows zero past T) and
-# cover KT = 1 .. 4.
+# dW at small T outside a GEMM (dw_mma.cu, where the path uses it: up to T = 4 on sm90, 64 on portable): D = 2688
+# is three column groups of 14 warps, N = 1544 ends inside a 16-row block (rows zero-filled past N), T = 9, 17, 33,
+# 48 end inside a 16-wide k-step (rows zero past T) and cover KT = 1 .. 4; on the sm90 path T > 4 checks its dW GEMM
+# the same way.
 @pytest.mark.parametrize("t", [2, 9, 17, 33, 48, 64])
 def test_small_t_dw_accuracy_vs_fp64(fwd, t):
     _check_accuracy(fwd, t, 2688, 1544)

@@ -51,17 +51,6 @@
 #endif
 #endif
 static_assert(ADALN_DW_MMA_MAX >= 0 && ADALN_DW_MMA_MAX <= 64, "ADALN_DW_MMA_MAX: 0 to 64");
-// sm90 path: above ADALN_DW_MMA_MAX and up to ADALN_DW_WGMMA_MAX (<= 64), dW on wgmma outside a GEMM (dw_wgmma.cu:
-// the same row-ordered stream with the math asynchronous), then the dW GEMM.
-#if defined(ADALN_PATH_SM90)
-#ifndef ADALN_DW_WGMMA_MAX
-#define ADALN_DW_WGMMA_MAX 64
-#endif
-static_assert(ADALN_DW_WGMMA_MAX >= 0 && ADALN_DW_WGMMA_MAX <= 64, "ADALN_DW_WGMMA_MAX: 0 to 64");
-#define ADALN_DW_WGMMA_TEXT "; dW wgmma outside a GEMM for T<=" ADALN_STR(ADALN_DW_WGMMA_MAX)
-#else
-#define ADALN_DW_WGMMA_TEXT ""
-#endif
 
 #ifndef ADALN_REQUIRED_CC
 #error "define ADALN_REQUIRED_CC (e.g. 90 for sm_90a, 100 for sm_100a)"
@@ -442,8 +431,8 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
   return ADALN_OK;
 }
 
-// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, on tensor cores outside a GEMM up to ADALN_DW_MMA_MAX (mma.sync)
-// and ADALN_DW_WGMMA_MAX (wgmma, sm90 path), else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
+// dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, on tensor cores outside a GEMM (mma.sync) up to ADALN_DW_MMA_MAX,
+// else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
 static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T, int64_t D, int64_t N, void* ws,
                   int sms, cudaStream_t stream, Err err) {
 #if ADALN_DW_SIMT_MAX > 0
@@ -458,9 +447,6 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
   }
 #endif
   if (T <= ADALN_DW_MMA_MAX && dw_mma_fits(T, D, N)) return dw_mma(dy, act, dW, T, D, N, sms, stream, err);
-#if defined(ADALN_PATH_SM90)
-  if (T <= ADALN_DW_WGMMA_MAX && dw_wgmma_fits(T, D, N)) return dw_wgmma(dy, act, dW, T, D, N, sms, stream, err);
-#endif
   return gemm_dw(dy, act, dW, T, D, N, sms, ws, kGemmWs, stream, err);
 }
 
@@ -483,7 +469,7 @@ ADALN_API int adaln_abi_version(void) { return 3; }
 ADALN_API const char* adaln_status_name(int status) { return adaln_status_text(status); }
 ADALN_API const char* adaln_path(void) { return ADALN_PATH_NAME; }
 ADALN_API const char* adaln_config(void) {
-  return ADALN_CONFIG "; dW mma.sync outside a GEMM for T<=" ADALN_STR(ADALN_DW_MMA_MAX) ADALN_DW_WGMMA_TEXT;
+  return ADALN_CONFIG "; dW mma.sync outside a GEMM for T<=" ADALN_STR(ADALN_DW_MMA_MAX);
 }
 ADALN_API int adaln_required_cc(void) { return ADALN_REQUIRED_CC; }
 

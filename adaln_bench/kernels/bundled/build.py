@@ -41,7 +41,7 @@ LIB_NAME = "libadaln_bundled.so"
 
 COMMON_HEADERS = ("gemms.h", "status.h", "cutlass_run.cuh", "sm90_config.h")
 PATH_SOURCES = {
-    "sm90": ("api.cu", "sm90_fwd.cu", "sm90_dact.cu", "sm90_dw.cu", "dw_mma.cu", "dw_wgmma.cu"),
+    "sm90": ("api.cu", "sm90_fwd.cu", "sm90_dact.cu", "sm90_dw.cu", "dw_mma.cu"),
     "portable": ("api.cu", "portable_gemms.cu", "dw_mma.cu"),
 }
 PATH_HEADERS = {"sm90": ("sm90_common.cuh", "tma_guard.cuh"), "portable": ("portable_config.h",)}

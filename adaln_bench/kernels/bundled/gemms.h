@@ -31,14 +31,10 @@ extern const bool kSumsInGemm;
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
             size_t ws_bytes, cudaStream_t stream, Err err);
 
-// dW as above for small T on tensor cores outside a GEMM, row-ordered store streams (the *_fits checks say
-// which shapes each takes): dw_mma.cu on mma.sync (both paths; T <= 64, D / 64 with a divisor in 3 .. 14),
-// dw_wgmma.cu on wgmma (sm90 path only; T <= 64, D % 128 == 0, N % 8 == 0).
+// dW as above for small T on tensor cores outside a GEMM, a row-ordered store stream (dw_mma.cu, both paths):
+// T <= 64, D % 64 == 0 with a divisor of D / 64 in 3 .. 14 (dw_mma_fits is the check).
 bool dw_mma_fits(int64_t T, int64_t D, int64_t N);
 int dw_mma(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count,
            cudaStream_t stream, Err err);
-bool dw_wgmma_fits(int64_t T, int64_t D, int64_t N);
-int dw_wgmma(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count,
-             cudaStream_t stream, Err err);
 
 }  // namespace adaln
