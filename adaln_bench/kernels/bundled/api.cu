@@ -239,27 +239,40 @@ __device__ __forceinline__ float dsilu(float x) {
 
 // d_temb = (((0 + S_0) + S_1) + ...) * silu'(temb), S_g = ((0 + P_a) + P_a+1) + ... over the `per_group`
 // planes of group g: plain fp32 adds in a fixed order (the Chunking comment). Called with per_group = 1 on
-// planes that are already group sums (0 + S = S: a sum that starts from +0 is never -0).
+// planes that are already group sums (0 + S = S: a sum that starts from +0 is never -0). The planes are loaded
+// kFoldBatch at a time before they are added (v9: with one load per add the fold's L2 round trips ran one after
+// another), the adds the same ones in the same order.
+constexpr int kFoldBatch = 8;
+
+__device__ __forceinline__ void add4(float4& s, const float4& p) {
+  s.x = __fadd_rn(s.x, p.x);
+  s.y = __fadd_rn(s.y, p.y);
+  s.z = __fadd_rn(s.z, p.z);
+  s.w = __fadd_rn(s.w, p.w);
+}
+
 __global__ void fold_dtemb(const float4* __restrict__ P, int64_t nplanes, int64_t per_group, int64_t plane4,
                            const float4* __restrict__ temb, float4* __restrict__ out, int64_t n4) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
-    float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int64_t g0 = 0; g0 < nplanes; g0 += per_group) {
-      float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      const int64_t g1 = g0 + per_group < nplanes ? g0 + per_group : nplanes;
-      for (int64_t c = g0; c < g1; ++c) {
-        float4 p = P[c * plane4 + i];
-        s.x = __fadd_rn(s.x, p.x);
-        s.y = __fadd_rn(s.y, p.y);
-        s.z = __fadd_rn(s.z, p.z);
-        s.w = __fadd_rn(s.w, p.w);
+    const float4 x = temb[i];
+    float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f), s = total;
+    const int np = int(nplanes), pg = int(per_group);  // at most a few dozen planes
+    for (int c0 = 0; c0 < np; c0 += kFoldBatch) {
+      float4 p[kFoldBatch];
+#pragma unroll
+      for (int u = 0; u < kFoldBatch; ++u)
+        if (c0 + u < np) p[u] = P[(c0 + u) * plane4 + i];
+#pragma unroll
+      for (int u = 0; u < kFoldBatch; ++u) {
+        const int c = c0 + u;
+        if (c >= np) break;
+        add4(s, p[u]);
+        if ((c + 1) % pg == 0 || c + 1 == np) {  // group done: into the total, the next group from +0
+          add4(total, s);
+          s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
       }
-      total.x = __fadd_rn(total.x, s.x);
-      total.y = __fadd_rn(total.y, s.y);
-      total.z = __fadd_rn(total.z, s.z);
-      total.w = __fadd_rn(total.w, s.w);
     }
-    float4 x = temb[i];
     float4 r;
     r.x = __fmul_rn(total.x, dsilu(x.x));
     r.y = __fmul_rn(total.y, dsilu(x.y));

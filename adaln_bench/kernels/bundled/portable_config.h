@@ -14,14 +14,26 @@
 #define ADALN_PORTABLE_MID_MAX 128
 #endif
 
-// The forward's pipeline depth (cp.async stages) and the small tier's warp tile rows (64: 4 warps of 64x64;
-// 32: 8 warps of 32x64). Shipped: 4 stages small, 3 large, 64-row warps.
+// Pipeline depths (cp.async stages) of the forward and d_act tiers, and the small forward tier's warp tile rows
+// (64: 4 warps of 64x64; 32: 8 warps of 32x64). None of them touches an element's k-chain. v9 (NOTES.md "v9 run
+// 15"): forward 5 stages small (was 4), 4 large (was 3), 64-row warps.
 #ifndef ADALN_PORTABLE_SMALL_FWD_STAGES
-#define ADALN_PORTABLE_SMALL_FWD_STAGES 4
+#define ADALN_PORTABLE_SMALL_FWD_STAGES 5
 #endif
 #ifndef ADALN_PORTABLE_SMALL_FWD_WM
 #define ADALN_PORTABLE_SMALL_FWD_WM 64
 #endif
 #ifndef ADALN_PORTABLE_LARGE_FWD_STAGES
-#define ADALN_PORTABLE_LARGE_FWD_STAGES 3
+#define ADALN_PORTABLE_LARGE_FWD_STAGES 4
+#endif
+#ifndef ADALN_PORTABLE_SMALL_DACT_STAGES
+#define ADALN_PORTABLE_SMALL_DACT_STAGES 4
+#endif
+#ifndef ADALN_PORTABLE_LARGE_DACT_STAGES
+#define ADALN_PORTABLE_LARGE_DACT_STAGES 3
+#endif
+
+// The dW GEMM's tile order (portable_gemms.cu): 0 = the other GEMMs' swizzle, 1 = along D first.
+#ifndef ADALN_PORTABLE_DW_SWIZZLE
+#define ADALN_PORTABLE_DW_SWIZZLE 0
 #endif

@@ -35,20 +35,28 @@ using GemmDact = cutlass::gemm::device::GemmUniversal<
     Block, Warp, Inst, cutlass::epilogue::thread::LinearCombination<float, 4, float, float>, Swizzle, Stages, 8, 8>;
 
 // dW, M = N_out, N = D, K = T: A = dY^T (dY row-major (T, N_out) is A column-major), B = act (T, D) row-major.
+// Its tile order (ADALN_PORTABLE_DW_SWIZZLE, portable_config.h): 0 = the other GEMMs' (eight tiles along D, then
+// down all N_out rows: dW is written in three column bands, one after another), 1 = along D first (whole row
+// strips, the order the store benchmark found fast: NOTES.md "Store microbenchmark").
+#if ADALN_PORTABLE_DW_SWIZZLE
+using DwSwizzle = cutlass::gemm::threadblock::GemmHorizontalThreadblockSwizzle;
+#else
+using DwSwizzle = Swizzle;
+#endif
 template <class Block, class Warp, int Stages>
 using GemmDw = cutlass::gemm::device::GemmUniversal<
     bf16, ColumnMajor, bf16, RowMajor, bf16, RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
-    Block, Warp, Inst, cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, Swizzle, Stages, 8, 8>;
+    Block, Warp, Inst, cutlass::epilogue::thread::LinearCombination<bf16, 8, float, float>, DwSwizzle, Stages, 8, 8>;
 
 using FwdSmall =
     GemmFwd<Shape<64, 256, 32>, Shape<ADALN_PORTABLE_SMALL_FWD_WM, 64, 32>, ADALN_PORTABLE_SMALL_FWD_STAGES>;
-using DactSmall = GemmDact<Shape<64, 128, 32>, Shape<32, 64, 32>, 4>;
+using DactSmall = GemmDact<Shape<64, 128, 32>, Shape<32, 64, 32>, ADALN_PORTABLE_SMALL_DACT_STAGES>;
 #if ADALN_PORTABLE_TIERS == 1
 using FwdLarge = GemmFwd<Shape<128, 256, 32>, Shape<64, 64, 32>, 3>;
 using DactLarge = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 #elif ADALN_PORTABLE_TIERS == 2
 using FwdLarge = GemmFwd<Shape<256, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_LARGE_FWD_STAGES>;
-using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, 3>;
+using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_LARGE_DACT_STAGES>;
 #endif
 // The middle tier (portable_config.h) for 64 < T (or the T block) <= ADALN_PORTABLE_MID_MAX.
 #ifndef ADALN_PORTABLE_MID_FWD_TN
