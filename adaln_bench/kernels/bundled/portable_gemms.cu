@@ -39,7 +39,21 @@ using GemmDact = cutlass::gemm::device::GemmUniversal<
 // down all N_out rows: dW is written in three column bands, one after another), 1 = along D first (whole row
 // strips, the order the store benchmark found fast: NOTES.md "Store microbenchmark").
 #if ADALN_PORTABLE_DW_SWIZZLE
-using DwSwizzle = cutlass::gemm::threadblock::GemmHorizontalThreadblockSwizzle;
+// CUTLASS 2's GemmHorizontalThreadblockSwizzle in the form GemmUniversal calls (a tile offset from log_tile).
+struct DwSwizzle {
+  CUTLASS_HOST_DEVICE static cutlass::gemm::GemmCoord get_tiled_shape(cutlass::gemm::GemmCoord problem,
+                                                                      cutlass::gemm::GemmCoord tile, int split_k) {
+    return {(problem.m() + tile.m() - 1) / tile.m(), (problem.n() + tile.n() - 1) / tile.n(), split_k};
+  }
+  CUTLASS_HOST_DEVICE static dim3 get_grid_shape(cutlass::gemm::GemmCoord tiled) {
+    return dim3(tiled.n(), tiled.m(), tiled.k());  // x along N = D: consecutive blocks cross a row strip
+  }
+  CUTLASS_HOST_DEVICE static int get_log_tile(cutlass::gemm::GemmCoord) { return 0; }
+  CUTLASS_DEVICE static cutlass::gemm::GemmCoord get_tile_offset(int) {
+    return {cutlass::gemm::threadblock::RematerializeBlockIdxY(), cutlass::gemm::threadblock::RematerializeBlockIdxX(),
+            cutlass::gemm::threadblock::RematerializeBlockIdxZ()};
+  }
+};
 #else
 using DwSwizzle = Swizzle;
 #endif
