@@ -89,6 +89,22 @@ struct Sm90Gemm {
   using StrideA = typename Gemm::GemmKernel::StrideA;
   using StrideB = typename Gemm::GemmKernel::StrideB;
   using StrideD = typename Gemm::GemmKernel::StrideD;
+  using Arguments = typename Gemm::Arguments;
+
+  // D = Fusion(alpha * A.B) with alpha = 1 and beta = 0 (no C), on sm_count SMs, batched over `l` when
+  // `mode` says so; the caller adds what its fusion or schedule needs.
+  static Arguments arguments(cutlass::gemm::GemmUniversalMode mode, int64_t m, int64_t n, int64_t k, int64_t l,
+                             const void* A, StrideA sa, const void* B, StrideB sb, void* D, StrideD sd,
+                             int sm_count) {
+    Arguments args{mode,
+                   {int(m), int(n), int(k), int(l)},
+                   {static_cast<const bf16*>(A), sa, static_cast<const bf16*>(B), sb},
+                   {{}, nullptr, sd, static_cast<ElementD*>(D), sd}};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.hw_info.sm_count = sm_count;
+    return args;
+  }
 };
 
 // Token-side tiers of the forward and d_act GEMMs (sm90_config.h): `Tier<MaxT, Config>` takes T (or the T

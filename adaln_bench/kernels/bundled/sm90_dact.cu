@@ -21,14 +21,9 @@ struct LaunchDact {
     typename G::StrideA sa = make_stride(_1{}, D, klen * D);  // (m=d, k=n, l) -> W[(l*klen + n)*D + d]
     typename G::StrideB sb = make_stride(N, _1{}, klen);      // (n=t, k=n, l) -> dY[t*N + l*klen + n]
     typename G::StrideD sd = make_stride(_1{}, D, plane);     // (m=d, n=t, l) -> S[l*plane + t*D + d]
-    typename G::Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kBatched,
-                                     {int(D), int(Tb), int(klen), int(L)},
-                                     {reinterpret_cast<const bf16*>(W), sa, reinterpret_cast<const bf16*>(dY), sb},
-                                     {{}, nullptr, sd, sums, sd}};
+    auto args = G::arguments(cutlass::gemm::GemmUniversalMode::kBatched, D, Tb, klen, L, W, sa, dY, sb, sums, sd,
+                             sm_count);
     args.mainloop.mma_promotion_interval = uint32_t(kchunk / kMmaK);
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
-    args.hw_info.sm_count = sm_count;
     return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
   }
 };

@@ -17,13 +17,7 @@ struct LaunchDw {
     typename G::StrideA sa = make_stride(_1{}, N, int64_t(0));  // (m=n, k=t) -> dY[t*N + n]
     typename G::StrideB sb = make_stride(_1{}, D, int64_t(0));  // (n=d, k=t) -> act[t*D + d]
     typename G::StrideD sd = make_stride(D, _1{}, int64_t(0));  // (m=n, n=d) -> dW[n*D + d]
-    typename G::Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                     {int(N), int(D), int(T), 1},
-                                     {reinterpret_cast<const bf16*>(dY), sa, reinterpret_cast<const bf16*>(act), sb},
-                                     {{}, nullptr, sd, reinterpret_cast<bf16*>(dW), sd}};
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
-    args.hw_info.sm_count = sm_count;
+    auto args = G::arguments(cutlass::gemm::GemmUniversalMode::kGemm, N, D, T, 1, dY, sa, act, sb, dW, sd, sm_count);
     return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
   }
 };

@@ -17,14 +17,8 @@ struct LaunchFwd {
     typename G::StrideA sa = make_stride(D, _1{}, int64_t(0));  // W (N, D) row-major: (m, k) -> m*D + k
     typename G::StrideB sb = make_stride(D, _1{}, int64_t(0));  // act (T, D) row-major: (n, k) -> n*D + k
     typename G::StrideD sd = make_stride(_1{}, N, int64_t(0));  // Y (T, N) row-major: (m, n) -> n*N + m
-    typename G::Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                     {int(N), int(T), int(D), 1},
-                                     {reinterpret_cast<const bf16*>(W), sa, reinterpret_cast<const bf16*>(act), sb},
-                                     {{}, nullptr, sd, reinterpret_cast<bf16*>(Y), sd}};
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
+    auto args = G::arguments(cutlass::gemm::GemmUniversalMode::kGemm, N, T, D, 1, W, sa, act, sb, Y, sd, sm_count);
     args.epilogue.thread.bias_ptr = reinterpret_cast<const bf16*>(bias);
-    args.hw_info.sm_count = sm_count;
     using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
     args.scheduler.raster_order = ADALN_FWD_RASTER_ALONG_M ? Raster::AlongM : Raster::AlongN;
     args.scheduler.max_swizzle_size = ADALN_FWD_SWIZZLE;
@@ -39,10 +33,10 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
       LaunchFwd,
       TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, false, 64, false,
                  ADALN_FWD_LARGE_CLUSTER_N, ADALN_FWD_LARGE_EPI_N>,
-      Tier<ADALN_FWD_TIER0_MAX, TileConfig<ADALN_FWD_TIER0_TM, ADALN_FWD_TIER0_TN, ADALN_FWD_TIER0_CLUSTER_M, ADALN_FWD_TIER0_PINGPONG,
-                                           ADALN_FWD_TIER0_TK>>,
-      Tier<ADALN_FWD_TIER1_MAX, TileConfig<ADALN_FWD_TIER1_TM, ADALN_FWD_TIER1_TN, ADALN_FWD_TIER1_CLUSTER_M, ADALN_FWD_TIER1_PINGPONG,
-                                           ADALN_FWD_TIER1_TK>>,
+      Tier<ADALN_FWD_TIER0_MAX, TileConfig<ADALN_FWD_TIER0_TM, ADALN_FWD_TIER0_TN, ADALN_FWD_TIER0_CLUSTER_M,
+                                           ADALN_FWD_TIER0_PINGPONG, ADALN_FWD_TIER0_TK>>,
+      Tier<ADALN_FWD_TIER1_MAX, TileConfig<ADALN_FWD_TIER1_TM, ADALN_FWD_TIER1_TN, ADALN_FWD_TIER1_CLUSTER_M,
+                                           ADALN_FWD_TIER1_PINGPONG, ADALN_FWD_TIER1_TK>>,
       Tier<ADALN_FWD_TIER2_MAX, TileConfig<ADALN_FWD_TIER2_TM, ADALN_FWD_TIER2_TN, ADALN_FWD_TIER2_CLUSTER_M, false>>,
       Tier<ADALN_FWD_TIER3_MAX, TileConfig<ADALN_FWD_TIER3_TM, ADALN_FWD_TIER3_TN, 1, false>>>;
   return Tiers::run(T, W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
