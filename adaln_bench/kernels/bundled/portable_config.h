@@ -14,26 +14,34 @@
 #define ADALN_PORTABLE_MID_MAX 128
 #endif
 
-// Pipeline depths (cp.async stages) of the forward and d_act tiers, and the small forward tier's warp tile rows
-// (64: 4 warps of 64x64; 32: 8 warps of 32x64). None of them touches an element's k-chain. v9 (NOTES.md "v9 run
-// 15"): forward 5 stages small (was 4), 4 large (was 3), 64-row warps.
+// Pipeline depths (cp.async stages) of each tier's forward and d_act GEMMs, and the small forward tier's warp
+// tile rows (64: 4 warps of 64x64; 32: 8 warps of 32x64). None of them touches an element's k-chain (kernel-bench's
+// bits check agreed every time). v9 (NOTES.md "v9 run 15", "v9.1 run 16"): forward small 8 warps and 5 stages
+// (was 4 warps, 4 stages), large 4 (was 3); d_act small 8 (was 4), large 4 (was 3).
 #ifndef ADALN_PORTABLE_SMALL_FWD_STAGES
 #define ADALN_PORTABLE_SMALL_FWD_STAGES 5
 #endif
 #ifndef ADALN_PORTABLE_SMALL_FWD_WM
-#define ADALN_PORTABLE_SMALL_FWD_WM 64
+#define ADALN_PORTABLE_SMALL_FWD_WM 32
+#endif
+#ifndef ADALN_PORTABLE_MID_FWD_STAGES
+#define ADALN_PORTABLE_MID_FWD_STAGES 3
 #endif
 #ifndef ADALN_PORTABLE_LARGE_FWD_STAGES
 #define ADALN_PORTABLE_LARGE_FWD_STAGES 4
 #endif
 #ifndef ADALN_PORTABLE_SMALL_DACT_STAGES
-#define ADALN_PORTABLE_SMALL_DACT_STAGES 4
+#define ADALN_PORTABLE_SMALL_DACT_STAGES 8
+#endif
+#ifndef ADALN_PORTABLE_MID_DACT_STAGES
+#define ADALN_PORTABLE_MID_DACT_STAGES 4
 #endif
 #ifndef ADALN_PORTABLE_LARGE_DACT_STAGES
-#define ADALN_PORTABLE_LARGE_DACT_STAGES 3
+#define ADALN_PORTABLE_LARGE_DACT_STAGES 4
 #endif
 
-// The dW GEMM's tile order (portable_gemms.cu): 0 = the other GEMMs' swizzle, 1 = along D first.
+// The dW GEMM's tile order (portable_gemms.cu): 0 = the other GEMMs' swizzle, 1 = along D first (v9.1: 4-5 %
+// faster at T = 128, within the spread at 256 and 2048).
 #ifndef ADALN_PORTABLE_DW_SWIZZLE
-#define ADALN_PORTABLE_DW_SWIZZLE 0
+#define ADALN_PORTABLE_DW_SWIZZLE 1
 #endif

@@ -77,8 +77,8 @@ using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABL
 #define ADALN_PORTABLE_MID_FWD_TN 128
 #endif
 #if ADALN_PORTABLE_MID_MAX > 0
-using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<64, 64, 32>, 3>;
-using DactMid = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
+using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_MID_FWD_STAGES>;
+using DactMid = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_MID_DACT_STAGES>;
 #endif
 // dW above ADALN_DW_MMA_MAX rows (api.cu; below it dw_mma.cu): 128x128 for every T (the H200 run with 128x256
 // was slower at T <= 64 and equal at 2048; smaller tiles with more CTAs per SM were slower at T = 16 to 256:
