@@ -16,8 +16,8 @@
 
 // Pipeline depths (cp.async stages) of each tier's forward and d_act GEMMs, and the small forward tier's warp
 // tile rows (64: 4 warps of 64x64; 32: 8 warps of 32x64). None of them touches an element's k-chain (kernel-bench's
-// bits check agreed every time). v9 (NOTES.md "v9 run 15", "v9.1 run 16"): forward small 8 warps and 5 stages
-// (was 4 warps, 4 stages), large 4 (was 3); d_act small 8 (was 4), large 4 (was 3).
+// bits check agreed every time). v9 (NOTES.md "v9 run 15" to "v9.2 run 17"): forward small 8 warps and 5 stages
+// (was 4 warps, 4 stages), middle 5 (was 3), large 4 (was 3); d_act small 8 (was 4), large 4 (was 3).
 #ifndef ADALN_PORTABLE_SMALL_FWD_STAGES
 #define ADALN_PORTABLE_SMALL_FWD_STAGES 5
 #endif
@@ -25,7 +25,7 @@
 #define ADALN_PORTABLE_SMALL_FWD_WM 32
 #endif
 #ifndef ADALN_PORTABLE_MID_FWD_STAGES
-#define ADALN_PORTABLE_MID_FWD_STAGES 3
+#define ADALN_PORTABLE_MID_FWD_STAGES 5
 #endif
 #ifndef ADALN_PORTABLE_LARGE_FWD_STAGES
 #define ADALN_PORTABLE_LARGE_FWD_STAGES 4
