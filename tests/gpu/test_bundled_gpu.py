@@ -102,12 +102,12 @@ def test_accuracy_vs_fp64(fwd, t):
     _check_accuracy(fwd, t, 512, 6 * 2 * 128)
 
 
-# dW at small T outside a GEMM (dw_mma.cu, where the path uses it: up to T = 4 on sm90, 64 on portable): D = 2688
-# is three column groups of 14 warps, N = 1544 ends inside a 16-row block (rows zero-filled past N), T = 9, 17, 33,
-# 48 end inside a 16-wide k-step (rows zero past T) and cover KT = 1 .. 4; on the sm90 path T > 4 checks its dW GEMM
-# the same way.
-@pytest.mark.parametrize("t", [2, 9, 17, 33, 48, 64])
-def test_small_t_dw_accuracy_vs_fp64(fwd, t):
+# dW outside a GEMM (dw_mma.cu, where the path uses it: up to T = 4 on sm90, ADALN_DW_MMA_MAX on portable) and
+# otherwise its GEMM, checked the same way: D = 2688 is whole column groups in each dw_mma tier (64, 32 and 16
+# columns a warp, 14 warps), N = 1544 ends inside a 16-row block (rows zero-filled past N), T = 9 .. 200 end inside
+# a 16-wide k-step (rows zero past T); the T cover every tier's first and last k-step counts (KT = 1, 4; 5, 8; 9, 16).
+@pytest.mark.parametrize("t", [2, 9, 17, 33, 48, 64, 65, 100, 128, 129, 200, 256])
+def test_dw_accuracy_vs_fp64(fwd, t):
     _check_accuracy(fwd, t, 2688, 1544)
 
 

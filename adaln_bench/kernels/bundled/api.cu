@@ -25,18 +25,23 @@
 #define ADALN_PATH_NAME "portable mma.sync (CUTLASS 2 GemmUniversal, sm80+)"
 #define ADALN_STR2(x) #x
 #define ADALN_STR(x) ADALN_STR2(x)
-#define ADALN_CONFIG                                                                              \
-  "tiles fwd 64(T)x256x32, d_act 64(T)x128x32 up to 64 rows, 128(T)x128x32 up to "                  \
-  ADALN_STR(ADALN_PORTABLE_MID_MAX) ", wider above (ADALN_PORTABLE_TIERS=" ADALN_STR(ADALN_PORTABLE_TIERS) \
-  "); dW 128x128x32; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX)                           \
-  "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
+// Per GEMM and tier: the tile (T x columns x k), the warp tile and the cp.async stages.
+#define ADALN_CONFIG                                                                                              \
+  "fwd / d_act up to 64 rows 64x256x32 (" ADALN_STR(ADALN_PORTABLE_SMALL_FWD_WM) "x64, " ADALN_STR(              \
+      ADALN_PORTABLE_SMALL_FWD_STAGES) " stages) / 64x128x32 (32x64, " ADALN_STR(ADALN_PORTABLE_SMALL_DACT_STAGES) \
+  "), up to " ADALN_STR(ADALN_PORTABLE_MID_MAX) " 128x128x32 (" ADALN_STR(ADALN_PORTABLE_MID_FWD_WM) "x64, "       \
+  ADALN_STR(ADALN_PORTABLE_MID_FWD_STAGES) ") / 128x128x32 (" ADALN_STR(ADALN_PORTABLE_MID_DACT_WM) "x64, "        \
+  ADALN_STR(ADALN_PORTABLE_MID_DACT_STAGES) "), above: ADALN_PORTABLE_TIERS=" ADALN_STR(ADALN_PORTABLE_TIERS)     \
+  " (2: 256x128x32 (64x64, " ADALN_STR(ADALN_PORTABLE_LARGE_FWD_STAGES) ") / 256x128x32 (64x64, " ADALN_STR(       \
+      ADALN_PORTABLE_LARGE_DACT_STAGES) ")); dW 128x128x32 (64x64, 4) order " ADALN_STR(ADALN_PORTABLE_DW_SWIZZLE)  \
+  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
 #endif
 
-// dW at small T, where it is a 520 MB write with little arithmetic (NOTES.md, v3 run 3 and v8 runs 9-12):
-// on CUDA cores (dw_small_t) for T <= ADALN_DW_SIMT_MAX, then on tensor cores outside a GEMM (dw_mma.cu, a
-// row-ordered store stream) up to ADALN_DW_MMA_MAX (<= 64), then the dW GEMM (0 = off for either).
+// dW, a 520 MB write with little arithmetic at small T (NOTES.md, v3 run 3 and v8 runs 9-12): on CUDA cores
+// (dw_small_t) for T <= ADALN_DW_SIMT_MAX, then on tensor cores outside a GEMM (dw_mma.cu, a row-ordered store
+// stream) up to ADALN_DW_MMA_MAX (<= 256), then the dW GEMM (0 = off for either).
 // Shipped: CUDA cores at T = 1 on both paths; dw_mma up to T = 4 on the sm90 path (dW 130-135 µs against its
 // GEMM's 139-142; from T = 16 on the GEMM is faster) and up to 64 on the portable path (148-161 µs against
 // CUTLASS 2's 249-298, and 130-135 against the CUDA-core kernel's 137-177 at T = 2-4).
@@ -50,7 +55,7 @@
 #define ADALN_DW_MMA_MAX 64
 #endif
 #endif
-static_assert(ADALN_DW_MMA_MAX >= 0 && ADALN_DW_MMA_MAX <= 64, "ADALN_DW_MMA_MAX: 0 to 64");
+static_assert(ADALN_DW_MMA_MAX >= 0 && ADALN_DW_MMA_MAX <= 256, "ADALN_DW_MMA_MAX: 0 to 256");
 
 #ifndef ADALN_REQUIRED_CC
 #error "define ADALN_REQUIRED_CC (e.g. 90 for sm_90a, 100 for sm_100a)"

@@ -1,15 +1,18 @@
-// dW = dY^T . act for small T (K = T <= 64) on tensor cores (mma.sync m16n8k16, sm80 and later: both code
-// paths), written as a store stream in row order. At small T dW is a 520 MB write with little arithmetic, and
-// what decides its time is the order of the writes (NOTES.md, "Store microbenchmark" and "v8 run 9"): the
-// lines being written at any moment should make a narrow band of whole rows, not be spread over the matrix.
+// dW = dY^T . act for T <= 256 (K = T) on tensor cores (mma.sync m16n8k16, sm80 and later: both code paths),
+// written as a store stream in row order. dW is a 520 MB write, and at small T what decides its time is the
+// order of the writes (NOTES.md, "Store microbenchmark" and "v8 run 9"): the lines being written at any moment
+// should make a narrow band of whole rows, not be spread over the matrix. From about T = 128 the arithmetic
+// (67 GFLOP at T = 128) costs as much as the write, and the stream keeps both going at once: the stores are
+// fire-and-forget, so a warp's math of one row block overlaps the write of the previous one.
 //
-// Each warp owns one 64-column chunk of dW for the whole kernel: its act values are B fragments in registers,
-// loaded once. A block of W warps covers W adjacent chunks; G = D / (64 W) blocks side by side cover whole rows.
-// Block k of each column group walks the 16-row blocks k, k + P, k + 2P, ... (P blocks per group), so at any
-// moment the G·P blocks write a band of about P·16 whole rows. The block copies dY[0:T, rows] of its next row
-// blocks into a ring of stages in shared memory (cp.async, ADALN_DWMMA_STAGES - 1 blocks ahead; one barrier
-// per row block keeps the block's warps together), each warp forms the A fragments with ldmatrix.trans, runs
-// 8·KT mma.sync, and writes its 16 x 64 bf16 result through its own stage as 128-byte lines.
+// Each warp owns one chunk of 8 NJ columns of dW for the whole kernel: its act values are B fragments in
+// registers, loaded once (KT * NJ * 2 registers: the tiers below trade columns a warp for k-steps). A block of
+// W warps covers W adjacent chunks; G = D / (8 NJ W) blocks side by side cover whole rows. Block k of each
+// column group walks the 16-row blocks k, k + P, k + 2P, ... (P blocks per group), so at any moment the G·P
+// blocks write a band of about P·16 whole rows. The block copies dY[0:T, rows] of its next row blocks into a
+// ring of stages in shared memory (cp.async, ADALN_DWMMA_STAGES - 1 blocks ahead; one barrier per row block
+// keeps the block's warps together), each warp forms the A fragments with ldmatrix.trans (one per k-step,
+// used by NJ mma.sync), and writes its 16 x 8 NJ bf16 result through its own stage as whole 16-byte pieces.
 // One block barrier per row block, no other. The order of each sum depends on T only (dW is compared with itself).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -22,30 +25,62 @@
 namespace adaln {
 namespace {
 
-// Warps per block: W divides D / 64 and is at most ADALN_DWMMA_WARPS; ADALN_DWMMA_BLOCKS blocks per SM; a ring
-// of ADALN_DWMMA_STAGES row blocks of dY. The register file is split between the SM's four schedulers: 4 warps
-// on one of them cap a thread at 128 registers (KT = 4 uses 128). Shipped: 14 x 1, 4 stages (the fastest of
-// 14 x 1, 7 x 2, 6 x 2 and 8 stages on the H200 at T = 2-64: NOTES.md, "v8d run 12").
+// Three tiers by T, each with its columns a warp (8 NJ), its most warps a block (W divides D / (8 NJ) and is at
+// most the tier's bound, at least 3 where the bound allows) and its blocks per SM:
+//   small, T <= 64:        NJ 8, ADALN_DWMMA_WARPS x ADALN_DWMMA_BLOCKS (shipped v8: 14 x 1, the fastest of
+//                          14 x 1, 7 x 2, 6 x 2 on the H200 at T = 2-64: NOTES.md, "v8d run 12");
+//   mid, 64 < T <= 128:    ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS x 1;
+//   large, 128 < T <= 256: ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS x 1.
+// The register file is split between the SM's four schedulers: 4 warps on one of them cap a thread at 128
+// registers (the small tier at KT = 4 uses 128; the mid tier's KT = 8 with NJ 4 holds 64 of act, the large
+// tier's KT = 16 with NJ 2 as many). Every tier has a ring of ADALN_DWMMA_STAGES row blocks of dY.
+#ifndef ADALN_DWMMA_SMALL_NJ
+#define ADALN_DWMMA_SMALL_NJ 8
+#endif
 #ifndef ADALN_DWMMA_WARPS
 #define ADALN_DWMMA_WARPS 14
 #endif
 #ifndef ADALN_DWMMA_BLOCKS
 #define ADALN_DWMMA_BLOCKS 1
 #endif
+#ifndef ADALN_DWMMA_MID_NJ
+#define ADALN_DWMMA_MID_NJ 4
+#endif
+#ifndef ADALN_DWMMA_MID_WARPS
+#define ADALN_DWMMA_MID_WARPS 14
+#endif
+#ifndef ADALN_DWMMA_LARGE_NJ
+#define ADALN_DWMMA_LARGE_NJ 2
+#endif
+#ifndef ADALN_DWMMA_LARGE_WARPS
+#define ADALN_DWMMA_LARGE_WARPS 14
+#endif
 #ifndef ADALN_DWMMA_STAGES
 #define ADALN_DWMMA_STAGES 4
 #endif
-constexpr int kMaxWarps = ADALN_DWMMA_WARPS;
+template <int NJ_, int MaxWarps_, int Blocks_>
+struct Tier {
+  static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_;
+  static constexpr int kMinWarps = MaxWarps_ < 3 ? MaxWarps_ : 3;
+  static constexpr int kCols = 8 * NJ;            // columns per warp (NJ n8 tiles)
+  static constexpr int kOutStage = 16 * 16 * NJ;  // the warp's 16 x kCols bf16 result
+  static_assert(NJ == 2 || NJ == 4 || NJ == 8, "columns a warp: 16, 32 or 64");
+};
+using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS>;
+using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1>;
+using Large = Tier<ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS, 1>;
+constexpr int kMaxT = 256;
+
 constexpr int kStages = ADALN_DWMMA_STAGES;  // a power of two
 static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "ADALN_DWMMA_STAGES: 2, 4, 8...");
-constexpr int kMinWarps = ADALN_DWMMA_WARPS < 3 ? ADALN_DWMMA_WARPS : 3;
 constexpr int kRows = 16;       // rows of dW per step (one m16 tile)
-constexpr int kCols = 64;       // columns per warp (eight n8 tiles: one 128-byte line per row)
 constexpr int kStageRow = 48;   // bytes per t row of staged dY (32 + 16: ldmatrix's eight rows on distinct banks)
-constexpr int kOutStage = kRows * 128;   // the 16 x 64 bf16 result
 // Shared memory: kStages stages of dY (16 KT rows each), then one output stage per warp.
 __host__ __device__ constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
-__host__ __device__ constexpr int smem_bytes(int kt, int warps) { return kStages * in_stage_bytes(kt) + warps * kOutStage; }
+template <class Cfg>
+__host__ __device__ constexpr int smem_bytes(int kt, int warps) {
+  return kStages * in_stage_bytes(kt) + warps * Cfg::kOutStage;
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -95,16 +130,17 @@ __device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, in
 }
 
 // KT = ceil(T / 16) k-steps (rows t >= T are zeros). Grid: G column groups of P blocks; blockDim = 32 W.
-template <int KT>
-__global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
+template <int KT, class Cfg>
+__global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
     dw_mma_kernel(const __nv_bfloat16* __restrict__ dY, const __nv_bfloat16* __restrict__ act,
                   __nv_bfloat16* __restrict__ dW, int T, int N, int D, int groups) {
+  constexpr int NJ = Cfg::NJ, kRowBytes = 16 * NJ;  // bytes of one output row of the warp
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int per_group = gridDim.x / groups, group = blockIdx.x / per_group, block = blockIdx.x % per_group;
-  const int col0 = (group * warps + warp) * kCols;  // this warp's 64 columns of dW
+  const int col0 = (group * warps + warp) * Cfg::kCols;  // this warp's columns of dW
   unsigned char* in_stages = smem;
-  unsigned char* out_stage = smem + kStages * in_stage_bytes(KT) + warp * kOutStage;
+  unsigned char* out_stage = smem + kStages * in_stage_bytes(KT) + warp * Cfg::kOutStage;
   const uint32_t in_u32 = smem_u32(in_stages);
   // Rows T .. 16 KT of every stage stay zero (the copies write rows < T only).
   for (int i = threadIdx.x; i < kStages * (16 * KT - T) * 2; i += blockDim.x) {
@@ -115,11 +151,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
   const int g = lane >> 2, q = lane & 3;  // fragment row (n) / column pair
 
   // B fragments of the warp's columns, all k-steps: b[ks][j] = act[ks*16 + 2q + {0,1} (+8)][col0 + 8j + g].
-  uint32_t b[KT][8][2];
+  uint32_t b[KT][NJ][2];
 #pragma unroll
   for (int ks = 0; ks < KT; ++ks)
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < NJ; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int t = ks * 16 + h * 8 + 2 * q;
@@ -150,9 +186,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
     }
     const uint32_t stage_u32 = in_u32 + (i % kStages) * in_stage_bytes(KT);
 
-    float acc[8][4];
+    float acc[NJ][4];
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < NJ; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
 #pragma unroll
@@ -161,50 +197,60 @@ __global__ void __launch_bounds__(kMaxWarps * 32, ADALN_DWMMA_BLOCKS)
       uint32_t a[4];
       ldsm_x4_trans(stage_u32 + (ks * 16 + (mat >> 1) * 8 + mrow) * kStageRow + (mat & 1) * 16, a);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) mma_16816(acc[j], a, b[ks][j][0], b[ks][j][1]);
+      for (int j = 0; j < NJ; ++j) mma_16816(acc[j], a, b[ks][j][0], b[ks][j][1]);
     }
 
-    // bf16 pairs into the stage as 16 rows of 128 bytes (piece j of row r at j ^ (r & 7)), then whole 16-byte
-    // pieces out: each store instruction of the warp writes four 128-byte lines.
+    // bf16 pairs into the stage as 16 rows of kRowBytes (piece j of row r at j ^ swz(r), swz(r) = (r / (8 / NJ))
+    // % NJ: the eight rows one store instruction touches land on distinct banks), then whole 16-byte pieces out.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = h * 8 + g;
+      const int r = h * 8 + g, swz = (r / (8 / NJ)) % NJ;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        *reinterpret_cast<uint32_t*>(out_stage + r * 128 + ((j ^ (r & 7)) * 16) + q * 4) =
+      for (int j = 0; j < NJ; ++j)
+        *reinterpret_cast<uint32_t*>(out_stage + r * kRowBytes + ((j ^ swz) * 16) + q * 4) =
             pack_bf16x2(acc[j][2 * h], acc[j][2 * h + 1]);
     }
     __syncwarp();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int idx = k * 32 + lane, r = idx >> 3, p = idx & 7;
-      const uint4 v = *reinterpret_cast<const uint4*>(out_stage + r * 128 + ((p ^ (r & 7)) * 16));
+    for (int k = 0; k < NJ / 2; ++k) {
+      const int idx = k * 32 + lane, r = idx / NJ, p = idx % NJ, swz = (r / (8 / NJ)) % NJ;
+      const uint4 v = *reinterpret_cast<const uint4*>(out_stage + r * kRowBytes + ((p ^ swz) * 16));
       if (n0 + r < N) *reinterpret_cast<uint4*>(dW + size_t(n0 + r) * D + col0 + p * 8) = v;
     }
   }
 }
 
-// Warps per block: the largest divisor of D / 64 in [kMinWarps, kMaxWarps]; 0 when none (or T is out of range).
-int warps_per_block(int64_t T, int64_t D) {
-  if (T < 1 || T > 64 || D % kCols != 0) return 0;
-  const int64_t chunks = D / kCols;
-  for (int w = kMaxWarps; w >= kMinWarps; --w)
+// Warps per block of a tier: the largest divisor of D / kCols in [kMinWarps, kMaxWarps]; 0 when none.
+template <class Cfg>
+int tier_warps(int64_t D) {
+  if (D % Cfg::kCols != 0) return 0;
+  const int64_t chunks = D / Cfg::kCols;
+  for (int w = Cfg::kMaxWarps; w >= Cfg::kMinWarps; --w)
     if (chunks % w == 0) return w;
   return 0;
 }
 
-template <int KT>
+// The tier's warps per block for this T, 0 when T is out of range or D has no fitting divisor.
+int warps_per_block(int64_t T, int64_t D) {
+  if (T < 1 || T > kMaxT) return 0;
+  if (T <= 64) return tier_warps<Small>(D);
+  if (T <= 128) return tier_warps<Mid>(D);
+  return tier_warps<Large>(D);
+}
+
+template <int KT, class Cfg>
 int launch(const void* dY, const void* act, void* dW, int T, int N, int D, int warps, int sms, cudaStream_t stream,
            Err err) {
-  const int groups = D / kCols / warps;
-  const size_t bytes = size_t(smem_bytes(KT, warps));
-  cudaError_t ce = cudaFuncSetAttribute(dw_mma_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  const int groups = D / Cfg::kCols / warps;
+  const size_t bytes = size_t(smem_bytes<Cfg>(KT, warps));
+  cudaError_t ce =
+      cudaFuncSetAttribute(dw_mma_kernel<KT, Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (ce != cudaSuccess) {
     set_err(err, "dW kernel (mma.sync): %zu bytes of shared memory: %s", bytes, cudaGetErrorString(ce));
     return ADALN_LAUNCH;
   }
-  const int slots = sms * ADALN_DWMMA_BLOCKS, per_group = slots / groups > 0 ? slots / groups : 1;
-  dw_mma_kernel<KT><<<per_group * groups, warps * 32, bytes, stream>>>(
+  const int slots = sms * Cfg::kBlocks, per_group = slots / groups > 0 ? slots / groups : 1;
+  dw_mma_kernel<KT, Cfg><<<per_group * groups, warps * 32, bytes, stream>>>(
       static_cast<const __nv_bfloat16*>(dY), static_cast<const __nv_bfloat16*>(act),
       static_cast<__nv_bfloat16*>(dW), T, N, D, groups);
   ce = cudaGetLastError();
@@ -226,12 +272,18 @@ int dw_mma(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int6
     set_err(err, "dW kernel (mma.sync) does not take T=%lld, D=%lld", (long long)T, (long long)D);
     return ADALN_BAD_ARGUMENT;
   }
+  const int t = int(T), n = int(N), d = int(D);
+#define ADALN_DWMMA_CASE(KT, CFG) \
+  case KT:                        \
+    return launch<KT, CFG>(dY, act, dW, t, n, d, warps, sm_count, stream, err);
   switch ((T + 15) / 16) {
-    case 1: return launch<1>(dY, act, dW, int(T), int(N), int(D), warps, sm_count, stream, err);
-    case 2: return launch<2>(dY, act, dW, int(T), int(N), int(D), warps, sm_count, stream, err);
-    case 3: return launch<3>(dY, act, dW, int(T), int(N), int(D), warps, sm_count, stream, err);
-    default: return launch<4>(dY, act, dW, int(T), int(N), int(D), warps, sm_count, stream, err);
+    ADALN_DWMMA_CASE(1, Small) ADALN_DWMMA_CASE(2, Small) ADALN_DWMMA_CASE(3, Small) ADALN_DWMMA_CASE(4, Small)
+    ADALN_DWMMA_CASE(5, Mid) ADALN_DWMMA_CASE(6, Mid) ADALN_DWMMA_CASE(7, Mid) ADALN_DWMMA_CASE(8, Mid)
+    ADALN_DWMMA_CASE(9, Large) ADALN_DWMMA_CASE(10, Large) ADALN_DWMMA_CASE(11, Large) ADALN_DWMMA_CASE(12, Large)
+    ADALN_DWMMA_CASE(13, Large) ADALN_DWMMA_CASE(14, Large) ADALN_DWMMA_CASE(15, Large)
+    default: return launch<16, Large>(dY, act, dW, t, n, d, warps, sm_count, stream, err);
   }
+#undef ADALN_DWMMA_CASE
 }
 
 }  // namespace adaln

@@ -1,8 +1,9 @@
 // The portable path's tile choices, read by portable_gemms.cu (the GEMMs) and api.cu (the config string).
 #pragma once
 
-// 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act).
-// Shipped: 2 (256x128, the faster of the two in the interleaved H200 run, NOTES.md v3).
+// 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act), 128x256 or
+// 256x128, both with the large tier's stage counts below. Shipped: 2 (the faster of the two in the interleaved H200
+// run, NOTES.md v3, when tier 1 had 3 forward stages).
 #ifndef ADALN_PORTABLE_TIERS
 #define ADALN_PORTABLE_TIERS 2
 #endif
@@ -23,6 +24,13 @@
 #endif
 #ifndef ADALN_PORTABLE_SMALL_FWD_WM
 #define ADALN_PORTABLE_SMALL_FWD_WM 32
+#endif
+// The middle tier's warp tile rows (of T) for the forward and d_act: 64 (4 warps of 64x64) or 32 (8 warps of 32x64).
+#ifndef ADALN_PORTABLE_MID_FWD_WM
+#define ADALN_PORTABLE_MID_FWD_WM 64
+#endif
+#ifndef ADALN_PORTABLE_MID_DACT_WM
+#define ADALN_PORTABLE_MID_DACT_WM 64
 #endif
 #ifndef ADALN_PORTABLE_MID_FWD_STAGES
 #define ADALN_PORTABLE_MID_FWD_STAGES 5

@@ -66,8 +66,8 @@ using FwdSmall =
     GemmFwd<Shape<64, 256, 32>, Shape<ADALN_PORTABLE_SMALL_FWD_WM, 64, 32>, ADALN_PORTABLE_SMALL_FWD_STAGES>;
 using DactSmall = GemmDact<Shape<64, 128, 32>, Shape<32, 64, 32>, ADALN_PORTABLE_SMALL_DACT_STAGES>;
 #if ADALN_PORTABLE_TIERS == 1
-using FwdLarge = GemmFwd<Shape<128, 256, 32>, Shape<64, 64, 32>, 3>;
-using DactLarge = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
+using FwdLarge = GemmFwd<Shape<128, 256, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_LARGE_FWD_STAGES>;
+using DactLarge = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_LARGE_DACT_STAGES>;
 #elif ADALN_PORTABLE_TIERS == 2
 using FwdLarge = GemmFwd<Shape<256, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_LARGE_FWD_STAGES>;
 using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_LARGE_DACT_STAGES>;
@@ -77,8 +77,10 @@ using DactLarge = GemmDact<Shape<256, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABL
 #define ADALN_PORTABLE_MID_FWD_TN 128
 #endif
 #if ADALN_PORTABLE_MID_MAX > 0
-using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_MID_FWD_STAGES>;
-using DactMid = GemmDact<Shape<128, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_MID_DACT_STAGES>;
+using FwdMid = GemmFwd<Shape<128, ADALN_PORTABLE_MID_FWD_TN, 32>, Shape<ADALN_PORTABLE_MID_FWD_WM, 64, 32>,
+                      ADALN_PORTABLE_MID_FWD_STAGES>;
+using DactMid = GemmDact<Shape<128, 128, 32>, Shape<ADALN_PORTABLE_MID_DACT_WM, 64, 32>,
+                        ADALN_PORTABLE_MID_DACT_STAGES>;
 #endif
 // dW above ADALN_DW_MMA_MAX rows (api.cu; below it dw_mma.cu): 128x128 for every T (the H200 run with 128x256
 // was slower at T <= 64 and equal at 2048; smaller tiles with more CTAs per SM were slower at T = 16 to 256:
