@@ -43,8 +43,9 @@
 // (dw_small_t) for T <= ADALN_DW_SIMT_MAX, then on tensor cores outside a GEMM (dw_mma.cu, a row-ordered store
 // stream) up to ADALN_DW_MMA_MAX (<= 256), then the dW GEMM (0 = off for either).
 // Shipped: CUDA cores at T = 1 on both paths; dw_mma up to T = 4 on the sm90 path (dW 130-135 µs against its
-// GEMM's 139-142; from T = 16 on the GEMM is faster) and up to 64 on the portable path (148-161 µs against
-// CUTLASS 2's 249-298, and 130-135 against the CUDA-core kernel's 137-177 at T = 2-4).
+// GEMM's 139-142; from T = 16 on the GEMM is faster, at T = 128 305 against 174) and up to 256 on the portable
+// path (v8 up to 64: 148-161 µs against CUTLASS 2's 249-298, and 130-135 against the CUDA-core kernel's 137-177
+// at T = 2-4; v10 up to 256: 283-500 µs against 387-548 at T = 100-256, NOTES.md "v10 run 18").
 #ifndef ADALN_DW_SIMT_MAX
 #define ADALN_DW_SIMT_MAX 1
 #endif
@@ -52,7 +53,7 @@
 #if defined(ADALN_PATH_SM90)
 #define ADALN_DW_MMA_MAX 4
 #else
-#define ADALN_DW_MMA_MAX 64
+#define ADALN_DW_MMA_MAX 256
 #endif
 #endif
 static_assert(ADALN_DW_MMA_MAX >= 0 && ADALN_DW_MMA_MAX <= 256, "ADALN_DW_MMA_MAX: 0 to 256");

@@ -29,11 +29,12 @@ namespace {
 // most the tier's bound, at least 3 where the bound allows) and its blocks per SM:
 //   small, T <= 64:        NJ 8, ADALN_DWMMA_WARPS x ADALN_DWMMA_BLOCKS (shipped v8: 14 x 1, the fastest of
 //                          14 x 1, 7 x 2, 6 x 2 on the H200 at T = 2-64: NOTES.md, "v8d run 12");
-//   mid, 64 < T <= 128:    ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS x 1;
-//   large, 128 < T <= 256: ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS x 1.
+//   mid, 64 < T <= 128:    ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS x 1 (shipped v10: 4, 14);
+//   large, 128 < T <= 256: ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS x 1 (shipped v10: 4, 12; NJ 2 in 14
+//                          warps was 27-37 % slower at T = 192-256: NOTES.md, "v10 run 18").
 // The register file is split between the SM's four schedulers: 4 warps on one of them cap a thread at 128
-// registers (the small tier at KT = 4 uses 128; the mid tier's KT = 8 with NJ 4 holds 64 of act, the large
-// tier's KT = 16 with NJ 2 as many). Every tier has a ring of ADALN_DWMMA_STAGES row blocks of dY.
+// registers (the small tier at KT = 4 uses 128; the mid tier's KT = 8 with NJ 4 holds 64 of act), 3 warps at
+// 168 (the large tier's KT = 16 with NJ 4 holds 128). Every tier has a ring of ADALN_DWMMA_STAGES row blocks of dY.
 #ifndef ADALN_DWMMA_SMALL_NJ
 #define ADALN_DWMMA_SMALL_NJ 8
 #endif
@@ -50,36 +51,45 @@ namespace {
 #define ADALN_DWMMA_MID_WARPS 14
 #endif
 #ifndef ADALN_DWMMA_LARGE_NJ
-#define ADALN_DWMMA_LARGE_NJ 2
+#define ADALN_DWMMA_LARGE_NJ 4
 #endif
 #ifndef ADALN_DWMMA_LARGE_WARPS
-#define ADALN_DWMMA_LARGE_WARPS 14
+#define ADALN_DWMMA_LARGE_WARPS 12
 #endif
 #ifndef ADALN_DWMMA_STAGES
 #define ADALN_DWMMA_STAGES 4
 #endif
-template <int NJ_, int MaxWarps_, int Blocks_>
+#ifndef ADALN_DWMMA_MID_MR
+#define ADALN_DWMMA_MID_MR 1
+#endif
+#ifndef ADALN_DWMMA_LARGE_MR
+#define ADALN_DWMMA_LARGE_MR 1
+#endif
+// MR: 16-row m-tiles a step (rows of dW per row block: 16 MR; more independent mma chains a warp).
+template <int NJ_, int MaxWarps_, int Blocks_, int MR_>
 struct Tier {
-  static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_;
+  static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_, MR = MR_;
   static constexpr int kMinWarps = MaxWarps_ < 3 ? MaxWarps_ : 3;
-  static constexpr int kCols = 8 * NJ;            // columns per warp (NJ n8 tiles)
-  static constexpr int kOutStage = 16 * 16 * NJ;  // the warp's 16 x kCols bf16 result
+  static constexpr int kCols = 8 * NJ;                 // columns per warp (NJ n8 tiles)
+  static constexpr int kRows = 16 * MR;                // rows of dW per step
+  static constexpr int kStageRow = 32 * MR + 16;       // bytes per t row of staged dY (+16: ldmatrix's eight
+                                                       // rows on distinct banks)
+  static constexpr int kOutStage = kRows * 16 * NJ;    // the warp's kRows x kCols bf16 result
   static_assert(NJ == 2 || NJ == 4 || NJ == 8, "columns a warp: 16, 32 or 64");
+  static_assert(MR == 1 || MR == 2, "16 or 32 rows a step");
+  __host__ __device__ static constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
 };
-using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS>;
-using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1>;
-using Large = Tier<ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS, 1>;
+using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, 1>;
+using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR>;
+using Large = Tier<ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS, 1, ADALN_DWMMA_LARGE_MR>;
 constexpr int kMaxT = 256;
 
 constexpr int kStages = ADALN_DWMMA_STAGES;  // a power of two
 static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "ADALN_DWMMA_STAGES: 2, 4, 8...");
-constexpr int kRows = 16;       // rows of dW per step (one m16 tile)
-constexpr int kStageRow = 48;   // bytes per t row of staged dY (32 + 16: ldmatrix's eight rows on distinct banks)
 // Shared memory: kStages stages of dY (16 KT rows each), then one output stage per warp.
-__host__ __device__ constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
 template <class Cfg>
 __host__ __device__ constexpr int smem_bytes(int kt, int warps) {
-  return kStages * in_stage_bytes(kt) + warps * Cfg::kOutStage;
+  return kStages * Cfg::in_stage_bytes(kt) + warps * Cfg::kOutStage;
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -120,12 +130,15 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// dY[0:T, n0:n0+16) into a stage (t rows of 32 bytes, kStageRow apart): piece i is row i / 2, half i % 2.
+// dY[0:T, n0:n0+16 MR) into a stage (t rows of 32 MR bytes, kStageRow apart): piece i is row i / (2 MR), 16-byte
+// piece i % (2 MR).
+template <class Cfg>
 __device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, int T, int N, int n0, uint32_t stage) {
-  for (int i = threadIdx.x; i < 2 * T; i += blockDim.x) {
-    const int t = i >> 1, n = n0 + (i & 1) * 8;
+  constexpr int kPieces = 2 * Cfg::MR, kShift = Cfg::MR == 1 ? 1 : 2;  // MR is 1 or 2
+  for (int i = threadIdx.x; i < kPieces * T; i += blockDim.x) {
+    const int t = i >> kShift, piece = i & (kPieces - 1), n = n0 + piece * 8;
     const bool in = n < N;
-    cp_async16(stage + t * kStageRow + (i & 1) * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
+    cp_async16(stage + t * Cfg::kStageRow + piece * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
   }
 }
 
@@ -134,18 +147,20 @@ template <int KT, class Cfg>
 __global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
     dw_mma_kernel(const __nv_bfloat16* __restrict__ dY, const __nv_bfloat16* __restrict__ act,
                   __nv_bfloat16* __restrict__ dW, int T, int N, int D, int groups) {
-  constexpr int NJ = Cfg::NJ, kRowBytes = 16 * NJ;  // bytes of one output row of the warp
+  constexpr int NJ = Cfg::NJ, MR = Cfg::MR, kRows = Cfg::kRows, kStageRow = Cfg::kStageRow;
+  constexpr int kRowBytes = 16 * NJ;  // bytes of one output row of the warp
+  constexpr int kInStage = Cfg::in_stage_bytes(KT);
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int per_group = gridDim.x / groups, group = blockIdx.x / per_group, block = blockIdx.x % per_group;
   const int col0 = (group * warps + warp) * Cfg::kCols;  // this warp's columns of dW
   unsigned char* in_stages = smem;
-  unsigned char* out_stage = smem + kStages * in_stage_bytes(KT) + warp * Cfg::kOutStage;
+  unsigned char* out_stage = smem + kStages * kInStage + warp * Cfg::kOutStage;
   const uint32_t in_u32 = smem_u32(in_stages);
   // Rows T .. 16 KT of every stage stay zero (the copies write rows < T only).
-  for (int i = threadIdx.x; i < kStages * (16 * KT - T) * 2; i += blockDim.x) {
-    const int stage = i / ((16 * KT - T) * 2), r = i % ((16 * KT - T) * 2);
-    *reinterpret_cast<uint4*>(in_stages + stage * in_stage_bytes(KT) + (T + r / 2) * kStageRow + (r & 1) * 16) =
+  for (int i = threadIdx.x; i < kStages * (16 * KT - T) * 2 * MR; i += blockDim.x) {
+    const int stage = i / ((16 * KT - T) * 2 * MR), r = i % ((16 * KT - T) * 2 * MR);
+    *reinterpret_cast<uint4*>(in_stages + stage * kInStage + (T + r / (2 * MR)) * kStageRow + (r & (2 * MR - 1)) * 16) =
         make_uint4(0u, 0u, 0u, 0u);
   }
   const int g = lane >> 2, q = lane & 3;  // fragment row (n) / column pair
@@ -171,7 +186,7 @@ __global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
   const int count = block < row_blocks ? (row_blocks - 1 - block) / per_group + 1 : 0;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) copy_dy(dY, T, N, (block + s * per_group) * kRows, in_u32 + s * in_stage_bytes(KT));
+    if (s < count) copy_dy<Cfg>(dY, T, N, (block + s * per_group) * kRows, in_u32 + s * kInStage);
     cp_async_commit();
   }
   for (int i = 0; i < count; ++i) {
@@ -181,38 +196,47 @@ __global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
     {
       const int ahead = i + kStages - 1;  // into the stage row block i - 1 used
       if (ahead < count)
-        copy_dy(dY, T, N, (block + ahead * per_group) * kRows, in_u32 + (ahead % kStages) * in_stage_bytes(KT));
+        copy_dy<Cfg>(dY, T, N, (block + ahead * per_group) * kRows, in_u32 + (ahead % kStages) * kInStage);
       cp_async_commit();
     }
-    const uint32_t stage_u32 = in_u32 + (i % kStages) * in_stage_bytes(KT);
+    const uint32_t stage_u32 = in_u32 + (i % kStages) * kInStage;
 
-    float acc[NJ][4];
+    float acc[MR][NJ][4];
 #pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < KT; ++ks) {
-      // A fragment (rows n, k = t): matrices (t 0-7, n 0-7), (t 0-7, n 8-15), (t 8-15, n 0-7), (t 8-15, n 8-15).
-      uint32_t a[4];
-      ldsm_x4_trans(stage_u32 + (ks * 16 + (mat >> 1) * 8 + mrow) * kStageRow + (mat & 1) * 16, a);
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) mma_16816(acc[j], a, b[ks][j][0], b[ks][j][1]);
-    }
-
-    // bf16 pairs into the stage as 16 rows of kRowBytes (piece j of row r at j ^ swz(r), swz(r) = (r / (8 / NJ))
-    // % NJ: the eight rows one store instruction touches land on distinct banks), then whole 16-byte pieces out.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = h * 8 + g, swz = (r / (8 / NJ)) % NJ;
+    for (int m = 0; m < MR; ++m)
 #pragma unroll
       for (int j = 0; j < NJ; ++j)
-        *reinterpret_cast<uint32_t*>(out_stage + r * kRowBytes + ((j ^ swz) * 16) + q * 4) =
-            pack_bf16x2(acc[j][2 * h], acc[j][2 * h + 1]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[m][j][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < KT; ++ks) {
+#pragma unroll
+      for (int m = 0; m < MR; ++m) {
+        // A fragment of m-tile m (rows n, k = t): matrices (t 0-7, n 0-7), (t 0-7, n 8-15), (t 8-15, n 0-7),
+        // (t 8-15, n 8-15).
+        uint32_t a[4];
+        ldsm_x4_trans(stage_u32 + (ks * 16 + (mat >> 1) * 8 + mrow) * kStageRow + m * 32 + (mat & 1) * 16, a);
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) mma_16816(acc[m][j], a, b[ks][j][0], b[ks][j][1]);
+      }
     }
+
+    // bf16 pairs into the stage as kRows rows of kRowBytes (piece j of row r at j ^ swz(r), swz(r) = (r / (8 /
+    // NJ)) % NJ: the eight rows one store instruction touches land on distinct banks), then whole 16-byte pieces
+    // out.
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = m * 16 + h * 8 + g, swz = (r / (8 / NJ)) % NJ;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+          *reinterpret_cast<uint32_t*>(out_stage + r * kRowBytes + ((j ^ swz) * 16) + q * 4) =
+              pack_bf16x2(acc[m][j][2 * h], acc[m][j][2 * h + 1]);
+      }
     __syncwarp();
 #pragma unroll
-    for (int k = 0; k < NJ / 2; ++k) {
+    for (int k = 0; k < MR * NJ / 2; ++k) {
       const int idx = k * 32 + lane, r = idx / NJ, p = idx % NJ, swz = (r / (8 / NJ)) % NJ;
       const uint4 v = *reinterpret_cast<const uint4*>(out_stage + r * kRowBytes + ((p ^ swz) * 16));
       if (n0 + r < N) *reinterpret_cast<uint4*>(dW + size_t(n0 + r) * D + col0 + p * 8) = v;

@@ -31,8 +31,9 @@ extern const bool kSumsInGemm;
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
             size_t ws_bytes, cudaStream_t stream, Err err);
 
-// dW as above for small T on tensor cores outside a GEMM, a row-ordered store stream (dw_mma.cu, both paths):
-// T <= 64, D % 64 == 0 with a divisor of D / 64 in 3 .. 14 (dw_mma_fits is the check).
+// dW as above for T <= 256 on tensor cores outside a GEMM, a row-ordered store stream (dw_mma.cu, both paths):
+// per tier of T, D a multiple of the tier's columns a warp (64, 32, 32) whose quotient has a divisor between 3 and
+// the tier's warps a block (dw_mma_fits is the check).
 bool dw_mma_fits(int64_t T, int64_t D, int64_t N);
 int dw_mma(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count,
            cudaStream_t stream, Err err);
