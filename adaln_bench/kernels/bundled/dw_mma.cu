@@ -59,8 +59,11 @@ namespace {
 #ifndef ADALN_DWMMA_STAGES
 #define ADALN_DWMMA_STAGES 4
 #endif
+#ifndef ADALN_DWMMA_SMALL_MR
+#define ADALN_DWMMA_SMALL_MR 1
+#endif
 #ifndef ADALN_DWMMA_MID_MR
-#define ADALN_DWMMA_MID_MR 1
+#define ADALN_DWMMA_MID_MR 2
 #endif
 #ifndef ADALN_DWMMA_LARGE_MR
 #define ADALN_DWMMA_LARGE_MR 1
@@ -79,7 +82,7 @@ struct Tier {
   static_assert(MR == 1 || MR == 2, "16 or 32 rows a step");
   __host__ __device__ static constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
 };
-using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, 1>;
+using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, ADALN_DWMMA_SMALL_MR>;
 using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR>;
 using Large = Tier<ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS, 1, ADALN_DWMMA_LARGE_MR>;
 constexpr int kMaxT = 256;
