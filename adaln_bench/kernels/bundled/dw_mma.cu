@@ -1,18 +1,21 @@
 // dW = dY^T . act for T <= 256 (K = T) on tensor cores (mma.sync m16n8k16, sm80 and later: both code paths),
 // written as a store stream in row order. dW is a 520 MB write, and at small T what decides its time is the
 // order of the writes (NOTES.md, "Store microbenchmark" and "v8 run 9"): the lines being written at any moment
-// should make a narrow band of whole rows, not be spread over the matrix. From about T = 128 the arithmetic
-// (67 GFLOP at T = 128) costs as much as the write, and the stream keeps both going at once: the stores are
-// fire-and-forget, so a warp's math of one row block overlaps the write of the previous one.
+// should make a narrow band of whole rows, not be spread over the matrix. From about T = 100 the arithmetic
+// (67 GFLOP at T = 128) costs as much as the write and mostly adds to it (NOTES.md "v10 run 18": every warp of a
+// block computes, then stores, then meets the others at the barrier); the tiers above 64 rows keep the most
+// mma work between barriers that their registers allow.
 //
 // Each warp owns one chunk of 8 NJ columns of dW for the whole kernel: its act values are B fragments in
 // registers, loaded once (KT * NJ * 2 registers: the tiers below trade columns a warp for k-steps). A block of
 // W warps covers W adjacent chunks; G = D / (8 NJ W) blocks side by side cover whole rows. Block k of each
-// column group walks the 16-row blocks k, k + P, k + 2P, ... (P blocks per group), so at any moment the G·P
-// blocks write a band of about P·16 whole rows. The block copies dY[0:T, rows] of its next row blocks into a
+// column group walks the row blocks (16 MR rows each) k, k + P, k + 2P, ... (P blocks per group), so at any
+// moment the G·P blocks write a band of about P·16 MR whole rows. The block copies dY[0:T, rows] of its next row
+// blocks into a
 // ring of stages in shared memory (cp.async, ADALN_DWMMA_STAGES - 1 blocks ahead; one barrier per row block
-// keeps the block's warps together), each warp forms the A fragments with ldmatrix.trans (one per k-step,
-// used by NJ mma.sync), and writes its 16 x 8 NJ bf16 result through its own stage as whole 16-byte pieces.
+// keeps the block's warps together), each warp forms the A fragments with ldmatrix.trans (one per k-step and
+// m-tile, used by NJ mma.sync), and writes its 16 MR x 8 NJ bf16 result through its own stage as whole 16-byte
+// pieces.
 // One block barrier per row block, no other. The order of each sum depends on T only (dW is compared with itself).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -29,7 +32,8 @@ namespace {
 // most the tier's bound, at least 3 where the bound allows) and its blocks per SM:
 //   small, T <= 64:        NJ 8, ADALN_DWMMA_WARPS x ADALN_DWMMA_BLOCKS (shipped v8: 14 x 1, the fastest of
 //                          14 x 1, 7 x 2, 6 x 2 on the H200 at T = 2-64: NOTES.md, "v8d run 12");
-//   mid, 64 < T <= 128:    ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS x 1 (shipped v10: 4, 14);
+//   mid, 64 < T <= 128:    ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS x 1 (shipped v10: 4, 14, in 32-row
+//                          steps: MR below; 16-row steps were 10-18 % slower, "v10.1 run 19");
 //   large, 128 < T <= 256: ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS x 1 (shipped v10: 4, 12; NJ 2 in 14
 //                          warps was 27-37 % slower at T = 192-256: NOTES.md, "v10 run 18").
 // The register file is split between the SM's four schedulers: 4 warps on one of them cap a thread at 128
@@ -68,7 +72,9 @@ namespace {
 #ifndef ADALN_DWMMA_LARGE_MR
 #define ADALN_DWMMA_LARGE_MR 1
 #endif
-// MR: 16-row m-tiles a step (rows of dW per row block: 16 MR; more independent mma chains a warp).
+// MR: 16-row m-tiles a step (rows of dW per row block: 16 MR; more independent mma chains a warp). Shipped: 2 in
+// the middle tier only (in 7 warps, which the small and large tiers would need for the registers, it lost:
+// NOTES.md "v10.2 run 20").
 template <int NJ_, int MaxWarps_, int Blocks_, int MR_>
 struct Tier {
   static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_, MR = MR_;

@@ -3,7 +3,7 @@
 //
 // Forward and d_act pick a tile by T (the forward) or by the T block (d_act), in tiers (sm90_common.cuh
 // `TokenTiers`): the first tier whose bound holds (bound 0 = tier off), else the GEMM's large configuration.
-//   forward: FWD_TIER0 .. FWD_TIER3 (TM x TN x TK, pingpong or cooperative), above them FWD_LARGE
+//   forward: FWD_TIER0, 1, 1B, 2, 3 (TM x TN x TK, pingpong or cooperative), above them FWD_LARGE
 //            (cooperative, FWD_LARGE_CLUSTER_M x _N clusters).
 //   d_act:   DACT_TIER0 .. DACT_TIER2 (128 x TN x 64), above them DACT_LARGE. Its k-tile is 64 on every tier:
 //            the chunk sums restart the accumulator every 4032 (= 63 x 64) of K, so a k-tile may not straddle
@@ -17,7 +17,8 @@
 // subtiles; the tile order swizzled in pairs on every tier); d_act sums its chunks inside the GEMM, 128x16 /
 // 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong 128x192 with
 // 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu). v7 (NOTES.md "v7"): dW above 64 rows in 2x1
-// clusters (the act tile multicast), up to 64 rows as before.
+// clusters (the act tile multicast), up to 64 rows as before. v10.1: the forward in 128x96 tiles for 64 < T <= 96
+// (tier 1B, between tiers 1 and 2).
 #pragma once
 
 #ifndef ADALN_FWD_TIER0_MAX
@@ -49,6 +50,18 @@
 #endif
 #ifndef ADALN_FWD_TIER1_PINGPONG
 #define ADALN_FWD_TIER1_PINGPONG false
+#endif
+// A tier between tiers 1 and 2 (0 = off). Shipped v10.1: 128x96 up to 96 rows (NOTES.md "v10.1 run 21": forward
+// at T = 65 / 80 / 96 141 / 138 / 139 µs against the 128x128 tier's 166 / 166 / 153; a 128x112 tile to 112 rows
+// was far slower, 230-240 µs).
+#ifndef ADALN_FWD_TIER1B_MAX
+#define ADALN_FWD_TIER1B_MAX 96
+#endif
+#ifndef ADALN_FWD_TIER1B_TM
+#define ADALN_FWD_TIER1B_TM 128
+#endif
+#ifndef ADALN_FWD_TIER1B_TN
+#define ADALN_FWD_TIER1B_TN 96
 #endif
 #ifndef ADALN_FWD_TIER2_MAX
 #define ADALN_FWD_TIER2_MAX 128
@@ -181,7 +194,7 @@
 #define ADALN_SM90_CONFIG                                                                                          \
   "fwd tiers (0 = off): " ADALN_FWD_TIER_TEXT(0) "x" ADALN_STR(ADALN_FWD_TIER0_TK) " pp=" ADALN_STR(ADALN_FWD_TIER0_PINGPONG) \
   ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
-  ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
+  ADALN_FWD_TIER_TEXT(1B) ", " ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
   ADALN_STR(ADALN_FWD_LARGE_TN) " cluster " ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) \
   " epi_n=" ADALN_STR(ADALN_FWD_LARGE_EPI_N) " raster_m=" ADALN_STR(ADALN_FWD_RASTER_ALONG_M) " swizzle=" ADALN_STR(ADALN_FWD_SWIZZLE) \
   "; d_act chunk sums in the GEMM, tiers T<=" ADALN_STR(ADALN_DACT_TIER0_MAX) " 128x" ADALN_STR(ADALN_DACT_TIER0_TN)      \

@@ -37,6 +37,7 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
                                            ADALN_FWD_TIER0_PINGPONG, ADALN_FWD_TIER0_TK>>,
       Tier<ADALN_FWD_TIER1_MAX, TileConfig<ADALN_FWD_TIER1_TM, ADALN_FWD_TIER1_TN, ADALN_FWD_TIER1_CLUSTER_M,
                                            ADALN_FWD_TIER1_PINGPONG, ADALN_FWD_TIER1_TK>>,
+      Tier<ADALN_FWD_TIER1B_MAX, TileConfig<ADALN_FWD_TIER1B_TM, ADALN_FWD_TIER1B_TN, 1, false>>,
       Tier<ADALN_FWD_TIER2_MAX, TileConfig<ADALN_FWD_TIER2_TM, ADALN_FWD_TIER2_TN, ADALN_FWD_TIER2_CLUSTER_M, false>>,
       Tier<ADALN_FWD_TIER3_MAX, TileConfig<ADALN_FWD_TIER3_TM, ADALN_FWD_TIER3_TN, 1, false>>>;
   return Tiers::run(T, W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
