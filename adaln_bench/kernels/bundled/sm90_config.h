@@ -17,8 +17,8 @@
 // subtiles; the tile order swizzled in pairs on every tier); d_act sums its chunks inside the GEMM, 128x16 /
 // 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong 128x192 with
 // 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu). v7 (NOTES.md "v7"): dW above 64 rows in 2x1
-// clusters (the act tile multicast), up to 64 rows as before. v10.1: the forward in 128x96 tiles for 64 < T <= 96
-// (tier 1B, between tiers 1 and 2).
+// clusters (the act tile multicast), up to 64 rows as before. Measured for v10.1, off until validated: the forward
+// in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2).
 #pragma once
 
 #ifndef ADALN_FWD_TIER0_MAX
@@ -51,11 +51,12 @@
 #ifndef ADALN_FWD_TIER1_PINGPONG
 #define ADALN_FWD_TIER1_PINGPONG false
 #endif
-// A tier between tiers 1 and 2 (0 = off). Shipped v10.1: 128x96 up to 96 rows (NOTES.md "v10.1 run 21": forward
-// at T = 65 / 80 / 96 141 / 138 / 139 µs against the 128x128 tier's 166 / 166 / 153; a 128x112 tile to 112 rows
-// was far slower, 230-240 µs).
+// A tier between tiers 1 and 2 (0 = off). Measured, not yet the default (NOTES.md "v10.1 run 21"): 128x96 up to
+// 96 rows, forward at T = 65 / 80 / 96 141 / 138 / 139 µs against the 128x128 tier's 166 / 166 / 153, bits
+// identical; it becomes the default once the harness's full-probe report and the GPU tests have run on it (a
+// 128x112 tile to 112 rows was far slower, 230-240 µs).
 #ifndef ADALN_FWD_TIER1B_MAX
-#define ADALN_FWD_TIER1B_MAX 96
+#define ADALN_FWD_TIER1B_MAX 0
 #endif
 #ifndef ADALN_FWD_TIER1B_TM
 #define ADALN_FWD_TIER1B_TM 128
