@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gemms.h"
 #include "status.h"
@@ -92,6 +93,9 @@ using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, 
 using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR>;
 using Large = Tier<ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS, 1, ADALN_DWMMA_LARGE_MR>;
 constexpr int kMaxT = 256;
+// The tier of KT = ceil(T / 16) k-steps: the one place the tiers' bounds (64, 128, 256 rows) are written.
+template <int KT>
+using TierFor = std::conditional_t<(KT <= 4), Small, std::conditional_t<(KT <= 8), Mid, Large>>;
 
 constexpr int kStages = ADALN_DWMMA_STAGES;  // a power of two
 static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "ADALN_DWMMA_STAGES: 2, 4, 8...");
@@ -263,12 +267,26 @@ int tier_warps(int64_t D) {
   return 0;
 }
 
+// f(std::integral_constant<int, KT>) for KT = ceil(T / 16), 1 <= T <= kMaxT.
+template <class F>
+int with_kt(int64_t T, F&& f) {
+#define ADALN_DWMMA_CASE(KT) \
+  case KT:                   \
+    return f(std::integral_constant<int, KT>{});
+  switch ((T + 15) / 16) {
+    ADALN_DWMMA_CASE(1) ADALN_DWMMA_CASE(2) ADALN_DWMMA_CASE(3) ADALN_DWMMA_CASE(4) ADALN_DWMMA_CASE(5)
+    ADALN_DWMMA_CASE(6) ADALN_DWMMA_CASE(7) ADALN_DWMMA_CASE(8) ADALN_DWMMA_CASE(9) ADALN_DWMMA_CASE(10)
+    ADALN_DWMMA_CASE(11) ADALN_DWMMA_CASE(12) ADALN_DWMMA_CASE(13) ADALN_DWMMA_CASE(14) ADALN_DWMMA_CASE(15)
+    default: return f(std::integral_constant<int, 16>{});
+  }
+#undef ADALN_DWMMA_CASE
+}
+static_assert(kMaxT == 16 * 16, "with_kt's cases end at KT = 16");
+
 // The tier's warps per block for this T, 0 when T is out of range or D has no fitting divisor.
 int warps_per_block(int64_t T, int64_t D) {
   if (T < 1 || T > kMaxT) return 0;
-  if (T <= 64) return tier_warps<Small>(D);
-  if (T <= 128) return tier_warps<Mid>(D);
-  return tier_warps<Large>(D);
+  return with_kt(T, [&](auto kt) { return tier_warps<TierFor<decltype(kt)::value>>(D); });
 }
 
 template <int KT, class Cfg>
@@ -305,18 +323,10 @@ int dw_mma(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int6
     set_err(err, "dW kernel (mma.sync) does not take T=%lld, D=%lld", (long long)T, (long long)D);
     return ADALN_BAD_ARGUMENT;
   }
-  const int t = int(T), n = int(N), d = int(D);
-#define ADALN_DWMMA_CASE(KT, CFG) \
-  case KT:                        \
-    return launch<KT, CFG>(dY, act, dW, t, n, d, warps, sm_count, stream, err);
-  switch ((T + 15) / 16) {
-    ADALN_DWMMA_CASE(1, Small) ADALN_DWMMA_CASE(2, Small) ADALN_DWMMA_CASE(3, Small) ADALN_DWMMA_CASE(4, Small)
-    ADALN_DWMMA_CASE(5, Mid) ADALN_DWMMA_CASE(6, Mid) ADALN_DWMMA_CASE(7, Mid) ADALN_DWMMA_CASE(8, Mid)
-    ADALN_DWMMA_CASE(9, Large) ADALN_DWMMA_CASE(10, Large) ADALN_DWMMA_CASE(11, Large) ADALN_DWMMA_CASE(12, Large)
-    ADALN_DWMMA_CASE(13, Large) ADALN_DWMMA_CASE(14, Large) ADALN_DWMMA_CASE(15, Large)
-    default: return launch<16, Large>(dY, act, dW, t, n, d, warps, sm_count, stream, err);
-  }
-#undef ADALN_DWMMA_CASE
+  return with_kt(T, [&](auto kt) {
+    constexpr int KT = decltype(kt)::value;
+    return launch<KT, TierFor<KT>>(dY, act, dW, int(T), int(N), int(D), warps, sm_count, stream, err);
+  });
 }
 
 }  // namespace adaln
