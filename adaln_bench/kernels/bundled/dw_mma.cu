@@ -73,24 +73,42 @@ namespace {
 #ifndef ADALN_DWMMA_LARGE_MR
 #define ADALN_DWMMA_LARGE_MR 1
 #endif
+// Store warps (0 = none: every warp computes, then stores its own piece). With SW > 0 the block's compute warps
+// put each row block's result into a ring of ADALN_DWMMA_OUT_STAGES shared-memory stages and go on to the next
+// one, and SW warps of their own write the stages out as whole row pieces, so that a store stream which backs up
+// stalls only the store warps (NOTES.md "v11 candidates"). Small and middle tiers only (the large tier's 168
+// registers a thread leave no room for more warps).
+#ifndef ADALN_DWMMA_STORE_WARPS
+#define ADALN_DWMMA_STORE_WARPS 0
+#endif
+#ifndef ADALN_DWMMA_MID_STORE_WARPS
+#define ADALN_DWMMA_MID_STORE_WARPS ADALN_DWMMA_STORE_WARPS
+#endif
+#ifndef ADALN_DWMMA_OUT_STAGES
+#define ADALN_DWMMA_OUT_STAGES 2
+#endif
 // MR: 16-row m-tiles a step (rows of dW per row block: 16 MR; more independent mma chains a warp). Shipped: 2 in
 // the middle tier only (in 7 warps, which the small and large tiers would need for the registers, it lost:
 // NOTES.md "v10.2 run 20").
-template <int NJ_, int MaxWarps_, int Blocks_, int MR_>
+template <int NJ_, int MaxWarps_, int Blocks_, int MR_, int SW_ = 0>
 struct Tier {
-  static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_, MR = MR_;
+  static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_, MR = MR_, SW = SW_;
   static constexpr int kMinWarps = MaxWarps_ < 3 ? MaxWarps_ : 3;
   static constexpr int kCols = 8 * NJ;                 // columns per warp (NJ n8 tiles)
   static constexpr int kRows = 16 * MR;                // rows of dW per step
   static constexpr int kStageRow = 32 * MR + 16;       // bytes per t row of staged dY (+16: ldmatrix's eight
                                                        // rows on distinct banks)
   static constexpr int kOutStage = kRows * 16 * NJ;    // the warp's kRows x kCols bf16 result
-  static_assert(NJ == 2 || NJ == 4 || NJ == 8, "columns a warp: 16, 32 or 64");
+  // With store warps: a warp's piece of a ring stage, 64 bytes more where NJ < 8 so that the store warps' 16-byte
+  // reads across neighbouring warps' pieces of a row fall on all 32 banks.
+  static constexpr int kRegion = kOutStage + (NJ < 8 ? 64 : 0);  static_assert(NJ == 2 || NJ == 4 || NJ == 8, "columns a warp: 16, 32 or 64");
   static_assert(MR == 1 || MR == 2, "16 or 32 rows a step");
+  static_assert(SW >= 0 && SW <= 4, "store warps: 0 to 4");
   __host__ __device__ static constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
 };
-using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, ADALN_DWMMA_SMALL_MR>;
-using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR>;
+using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, ADALN_DWMMA_SMALL_MR,
+                   ADALN_DWMMA_STORE_WARPS>;
+using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR, ADALN_DWMMA_MID_STORE_WARPS>;
 using Large = Tier<ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS, 1, ADALN_DWMMA_LARGE_MR>;
 constexpr int kMaxT = 256;
 // The tier of KT = ceil(T / 16) k-steps: the one place the tiers' bounds (64, 128, 256 rows) are written.
@@ -99,10 +117,26 @@ using TierFor = std::conditional_t<(KT <= 4), Small, std::conditional_t<(KT <= 8
 
 constexpr int kStages = ADALN_DWMMA_STAGES;  // a power of two
 static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "ADALN_DWMMA_STAGES: 2, 4, 8...");
-// Shared memory: kStages stages of dY (16 KT rows each), then one output stage per warp.
+constexpr int kOutStages = ADALN_DWMMA_OUT_STAGES;
+static_assert(kOutStages >= 1 && kOutStages <= 4, "ADALN_DWMMA_OUT_STAGES: 1 to 4");
+// Shared memory: kStages stages of dY (16 KT rows each), then one output stage per computing warp (without
+// store warps) or kOutStages ring stages of every computing warp's piece (with them).
 template <class Cfg>
 __host__ __device__ constexpr int smem_bytes(int kt, int warps) {
-  return kStages * Cfg::in_stage_bytes(kt) + warps * Cfg::kOutStage;
+  return kStages * Cfg::in_stage_bytes(kt) +
+         (Cfg::SW > 0 ? kOutStages * warps * Cfg::kRegion : warps * Cfg::kOutStage);
+}
+
+// Named barriers of the store-warp form (0 is __syncthreads'): the computing warps' dY ring, then per ring stage
+// "full" (computing warps arrive, store warps wait) and "empty" (the reverse).
+constexpr int kBarInput = 1;
+__device__ __forceinline__ int bar_full(int s) { return 2 + s; }
+__device__ __forceinline__ int bar_empty(int s) { return 2 + kOutStages + s; }
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -153,6 +187,94 @@ __device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, in
     const bool in = n < N;
     cp_async16(stage + t * Cfg::kStageRow + piece * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
   }
+}
+
+// copy_dy by `threads` threads from `tid` (the store-warp form, where only the computing warps copy). Kept apart
+// from copy_dy: with these as parameters the shipped kernel compiled differently on sm_100a (and spilled).
+template <class Cfg>
+__device__ __forceinline__ void copy_dy_by(const __nv_bfloat16* __restrict__ dY, int T, int N, int n0, uint32_t stage,
+                                           int tid, int threads) {
+  constexpr int kPieces = 2 * Cfg::MR, kShift = Cfg::MR == 1 ? 1 : 2;
+  for (int i = tid; i < kPieces * T; i += threads) {
+    const int t = i >> kShift, piece = i & (kPieces - 1), n = n0 + piece * 8;
+    const bool in = n < N;
+    cp_async16(stage + t * Cfg::kStageRow + piece * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
+  }
+}
+
+// Rows T .. 16 KT of every dY stage stay zero (the copies write rows < T only).
+template <int KT, class Cfg>
+__device__ __forceinline__ void zero_padding(unsigned char* in_stages, int T, int tid, int threads) {
+  constexpr int MR = Cfg::MR, kInStage = Cfg::in_stage_bytes(KT);
+  for (int i = tid; i < kStages * (16 * KT - T) * 2 * MR; i += threads) {
+    const int stage = i / ((16 * KT - T) * 2 * MR), r = i % ((16 * KT - T) * 2 * MR);
+    *reinterpret_cast<uint4*>(in_stages + stage * kInStage + (T + r / (2 * MR)) * Cfg::kStageRow + (r & (2 * MR - 1)) * 16) =
+        make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// B fragments of the warp's columns, all k-steps: b[ks][j] = act[ks*16 + 2q + {0,1} (+8)][col0 + 8j + g].
+template <int KT, class Cfg>
+__device__ __forceinline__ void load_act(uint32_t (&b)[KT][Cfg::NJ][2], const __nv_bfloat16* __restrict__ act, int T,
+                                         int D, int col0, int g, int q) {
+#pragma unroll
+  for (int ks = 0; ks < KT; ++ks)
+#pragma unroll
+    for (int j = 0; j < Cfg::NJ; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int t = ks * 16 + h * 8 + 2 * q;
+        const __nv_bfloat16* p = act + size_t(t) * D + col0 + 8 * j + g;
+        const __nv_bfloat16 zero = __float2bfloat16(0.0f);
+        b[ks][j][h] = pack_raw(t < T ? p[0] : zero, t + 1 < T ? p[D] : zero);
+      }
+}
+
+// One step's kRows x kCols block of the warp: acc = dY[0:16 KT, rows]^T . act, k in ascending order.
+template <int KT, class Cfg>
+__device__ __forceinline__ void step_mma(float (&acc)[Cfg::MR][Cfg::NJ][4], const uint32_t (&b)[KT][Cfg::NJ][2],
+                                         uint32_t stage_u32, int mat, int mrow) {
+  constexpr int NJ = Cfg::NJ, MR = Cfg::MR;
+#pragma unroll
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][j][e] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < KT; ++ks) {
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      // A fragment of m-tile m (rows n, k = t): matrices (t 0-7, n 0-7), (t 0-7, n 8-15), (t 8-15, n 0-7),
+      // (t 8-15, n 8-15).
+      uint32_t a[4];
+      ldsm_x4_trans(stage_u32 + (ks * 16 + (mat >> 1) * 8 + mrow) * Cfg::kStageRow + m * 32 + (mat & 1) * 16, a);
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) mma_16816(acc[m][j], a, b[ks][j][0], b[ks][j][1]);
+    }
+  }
+}
+
+// The warp's result as bf16 pairs into `out` as kRows rows of 16 NJ bytes: piece j of row r at j ^ swz(r),
+// swz(r) = (r / (8 / NJ)) % NJ, so that the eight rows one store instruction touches land on distinct banks.
+template <class Cfg>
+__device__ __forceinline__ int swizzle(int r) {
+  return (r / (8 / Cfg::NJ)) % Cfg::NJ;
+}
+template <class Cfg>
+__device__ __forceinline__ void stage_result(unsigned char* out, const float (&acc)[Cfg::MR][Cfg::NJ][4], int g,
+                                             int q) {
+  constexpr int kRowBytes = 16 * Cfg::NJ;
+#pragma unroll
+  for (int m = 0; m < Cfg::MR; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = m * 16 + h * 8 + g, swz = swizzle<Cfg>(r);
+#pragma unroll
+      for (int j = 0; j < Cfg::NJ; ++j)
+        *reinterpret_cast<uint32_t*>(out + r * kRowBytes + ((j ^ swz) * 16) + q * 4) =
+            pack_bf16x2(acc[m][j][2 * h], acc[m][j][2 * h + 1]);
+    }
 }
 
 // KT = ceil(T / 16) k-steps (rows t >= T are zeros). Grid: G column groups of P blocks; blockDim = 32 W.
@@ -257,6 +379,78 @@ __global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
   }
 }
 
+// The same steps with Cfg::SW store warps (blockDim = 32 (W + SW)): warps 0 .. W - 1 compute as above but leave
+// each step's result in ring stage i % kOutStages and go on (they wait only for a ring stage the store warps
+// have not emptied yet, and for each other at the dY ring); the store warps write a stage out as the block's
+// whole piece of each row (W kCols columns, contiguous), in row order.
+template <int KT, class Cfg>
+__global__ void __launch_bounds__((Cfg::kMaxWarps + Cfg::SW) * 32, Cfg::kBlocks)
+    dw_mma_ws_kernel(const __nv_bfloat16* __restrict__ dY, const __nv_bfloat16* __restrict__ act,
+                     __nv_bfloat16* __restrict__ dW, int T, int N, int D, int groups) {
+  constexpr int NJ = Cfg::NJ, kRows = Cfg::kRows, SW = Cfg::SW;
+  constexpr int kInStage = Cfg::in_stage_bytes(KT);
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x >> 5) - SW;
+  const int all = blockDim.x, computing = 32 * warps;
+  const int per_group = gridDim.x / groups, group = blockIdx.x / per_group, block = blockIdx.x % per_group;
+  unsigned char* in_stages = smem;
+  unsigned char* ring = smem + kStages * kInStage;
+  const int ring_stage = warps * Cfg::kRegion;
+  const int row_blocks = (N + kRows - 1) / kRows;
+  const int count = block < row_blocks ? (row_blocks - 1 - block) / per_group + 1 : 0;
+
+  if (warp >= warps) {  // a store warp: a thread owns 16-byte columns pp of the block's piece, in every row
+    const int pieces = warps * NJ, tid = threadIdx.x - computing;  // 16-byte pieces per row of the block
+    __nv_bfloat16* base = dW + size_t(group) * warps * Cfg::kCols;
+    for (int i = 0; i < count; ++i) {
+      const int n0 = (block + i * per_group) * kRows, s = i % kOutStages;
+      bar_sync(bar_full(s), all);
+      for (int pp = tid; pp < pieces; pp += 32 * SW) {
+        const unsigned char* src = ring + s * ring_stage + (pp / NJ) * Cfg::kRegion;
+        __nv_bfloat16* dst = base + size_t(n0) * D + pp * 8;
+        const int p = pp % NJ;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {  // one instruction: 32 neighbouring pieces of row r
+          const uint4 v = *reinterpret_cast<const uint4*>(src + r * 16 * NJ + ((p ^ swizzle<Cfg>(r)) * 16));
+          if (n0 + r < N) *reinterpret_cast<uint4*>(dst + size_t(r) * D) = v;
+        }
+      }
+      if (i + kOutStages < count) bar_arrive(bar_empty(s), all);
+    }
+    return;
+  }
+
+  const int col0 = (group * warps + warp) * Cfg::kCols;  // this warp's columns of dW
+  const uint32_t in_u32 = smem_u32(in_stages);
+  zero_padding<KT, Cfg>(in_stages, T, threadIdx.x, computing);
+  const int g = lane >> 2, q = lane & 3, mat = lane >> 3, mrow = lane & 7;
+  uint32_t b[KT][NJ][2];
+  load_act<KT, Cfg>(b, act, T, D, col0, g, q);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < count) copy_dy_by<Cfg>(dY, T, N, (block + s * per_group) * kRows, in_u32 + s * kInStage, threadIdx.x, computing);
+    cp_async_commit();
+  }
+  for (int i = 0; i < count; ++i) {
+    cp_async_wait<kStages - 2>();
+    bar_sync(kBarInput, computing);  // row block i's dY has landed; every computing warp is done with step i - 1
+    {
+      const int ahead = i + kStages - 1;
+      if (ahead < count)
+        copy_dy_by<Cfg>(dY, T, N, (block + ahead * per_group) * kRows, in_u32 + (ahead % kStages) * kInStage,
+                        threadIdx.x, computing);
+      cp_async_commit();
+    }
+    float acc[Cfg::MR][NJ][4];
+    step_mma<KT, Cfg>(acc, b, in_u32 + (i % kStages) * kInStage, mat, mrow);
+    const int s = i % kOutStages;
+    if (i >= kOutStages) bar_sync(bar_empty(s), all);  // the store warps are done with step i - kOutStages
+    stage_result<Cfg>(ring + s * ring_stage + warp * Cfg::kRegion, acc, g, q);
+    bar_arrive(bar_full(s), all);
+  }
+}
+
+
 // Warps per block of a tier: the largest divisor of D / kCols in [kMinWarps, kMaxWarps]; 0 when none.
 template <class Cfg>
 int tier_warps(int64_t D) {
@@ -289,19 +483,28 @@ int warps_per_block(int64_t T, int64_t D) {
   return with_kt(T, [&](auto kt) { return tier_warps<TierFor<decltype(kt)::value>>(D); });
 }
 
+// The form of a tier (only the one it uses is compiled).
+template <int KT, class Cfg>
+constexpr auto kernel_for() {
+  if constexpr (Cfg::SW > 0)
+    return dw_mma_ws_kernel<KT, Cfg>;
+  else
+    return dw_mma_kernel<KT, Cfg>;
+}
+
 template <int KT, class Cfg>
 int launch(const void* dY, const void* act, void* dW, int T, int N, int D, int warps, int sms, cudaStream_t stream,
            Err err) {
   const int groups = D / Cfg::kCols / warps;
   const size_t bytes = size_t(smem_bytes<Cfg>(KT, warps));
-  cudaError_t ce =
-      cudaFuncSetAttribute(dw_mma_kernel<KT, Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  auto kernel = kernel_for<KT, Cfg>();
+  cudaError_t ce = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (ce != cudaSuccess) {
     set_err(err, "dW kernel (mma.sync): %zu bytes of shared memory: %s", bytes, cudaGetErrorString(ce));
     return ADALN_LAUNCH;
   }
   const int slots = sms * Cfg::kBlocks, per_group = slots / groups > 0 ? slots / groups : 1;
-  dw_mma_kernel<KT, Cfg><<<per_group * groups, warps * 32, bytes, stream>>>(
+  kernel<<<per_group * groups, (warps + Cfg::SW) * 32, bytes, stream>>>(
       static_cast<const __nv_bfloat16*>(dY), static_cast<const __nv_bfloat16*>(act),
       static_cast<__nv_bfloat16*>(dW), T, N, D, groups);
   ce = cudaGetLastError();

@@ -51,12 +51,11 @@
 #ifndef ADALN_FWD_TIER1_PINGPONG
 #define ADALN_FWD_TIER1_PINGPONG false
 #endif
-// A tier between tiers 1 and 2 (0 = off). Measured, not yet the default (NOTES.md "v10.1 run 21"): 128x96 up to
-// 96 rows, forward at T = 65 / 80 / 96 141 / 138 / 139 µs against the 128x128 tier's 166 / 166 / 153, bits
-// identical; it becomes the default once the harness's full-probe report and the GPU tests have run on it (a
-// 128x112 tile to 112 rows was far slower, 230-240 µs).
+// A tier between tiers 1 and 2 (0 = off): 128x96 up to 96 rows (NOTES.md "v10.1 run 21": forward at T = 65 / 80 /
+// 96 141 / 138 / 139 µs against the 128x128 tier's 166 / 166 / 153, bits identical; a 128x112 tile to 112 rows
+// was far slower, 230-240 µs).
 #ifndef ADALN_FWD_TIER1B_MAX
-#define ADALN_FWD_TIER1B_MAX 0
+#define ADALN_FWD_TIER1B_MAX 96
 #endif
 #ifndef ADALN_FWD_TIER1B_TM
 #define ADALN_FWD_TIER1B_TM 128
