@@ -73,42 +73,43 @@ namespace {
 #ifndef ADALN_DWMMA_LARGE_MR
 #define ADALN_DWMMA_LARGE_MR 1
 #endif
-// Store warps (0 = none: every warp computes, then stores its own piece). With SW > 0 the block's compute warps
-// put each row block's result into a ring of ADALN_DWMMA_OUT_STAGES shared-memory stages and go on to the next
-// one, and SW warps of their own write the stages out as whole row pieces, so that a store stream which backs up
-// stalls only the store warps (NOTES.md "v11 candidates"). Small and middle tiers only (the large tier's 168
-// registers a thread leave no room for more warps).
-#ifndef ADALN_DWMMA_STORE_WARPS
-#define ADALN_DWMMA_STORE_WARPS 0
+// Bulk stores (1; sm90 and later, 0 = off) in the small and middle tiers: every warp puts its step's result into
+// a ring of ADALN_DWMMA_OUT_STAGES shared-memory stages laid out as the block's rows, and one thread hands each
+// row's piece to the TMA unit (cp.async.bulk), so that no warp waits on its own stores and the next step's mma
+// runs while the last one's rows go out (NOTES.md "v11 run 22": the same ring emptied by two warps of their own
+// could not carry the write, ~1.9 TB/s).
+#ifndef ADALN_DWMMA_BULK
+#define ADALN_DWMMA_BULK 0
 #endif
-#ifndef ADALN_DWMMA_MID_STORE_WARPS
-#define ADALN_DWMMA_MID_STORE_WARPS ADALN_DWMMA_STORE_WARPS
+#ifndef ADALN_DWMMA_MID_BULK
+#define ADALN_DWMMA_MID_BULK ADALN_DWMMA_BULK
 #endif
 #ifndef ADALN_DWMMA_OUT_STAGES
 #define ADALN_DWMMA_OUT_STAGES 2
 #endif
+#if (ADALN_DWMMA_BULK || ADALN_DWMMA_MID_BULK) && defined(ADALN_REQUIRED_CC) && ADALN_REQUIRED_CC < 90
+#error "ADALN_DWMMA_BULK needs sm90 or later (cp.async.bulk)"
+#endif
 // MR: 16-row m-tiles a step (rows of dW per row block: 16 MR; more independent mma chains a warp). Shipped: 2 in
 // the middle tier only (in 7 warps, which the small and large tiers would need for the registers, it lost:
 // NOTES.md "v10.2 run 20").
-template <int NJ_, int MaxWarps_, int Blocks_, int MR_, int SW_ = 0>
+template <int NJ_, int MaxWarps_, int Blocks_, int MR_, bool Bulk_ = false>
 struct Tier {
-  static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_, MR = MR_, SW = SW_;
+  static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_, MR = MR_;
+  static constexpr bool kBulk = Bulk_;
   static constexpr int kMinWarps = MaxWarps_ < 3 ? MaxWarps_ : 3;
   static constexpr int kCols = 8 * NJ;                 // columns per warp (NJ n8 tiles)
   static constexpr int kRows = 16 * MR;                // rows of dW per step
   static constexpr int kStageRow = 32 * MR + 16;       // bytes per t row of staged dY (+16: ldmatrix's eight
                                                        // rows on distinct banks)
   static constexpr int kOutStage = kRows * 16 * NJ;    // the warp's kRows x kCols bf16 result
-  // With store warps: a warp's piece of a ring stage, 64 bytes more where NJ < 8 so that the store warps' 16-byte
-  // reads across neighbouring warps' pieces of a row fall on all 32 banks.
-  static constexpr int kRegion = kOutStage + (NJ < 8 ? 64 : 0);  static_assert(NJ == 2 || NJ == 4 || NJ == 8, "columns a warp: 16, 32 or 64");
+  static_assert(NJ == 2 || NJ == 4 || NJ == 8, "columns a warp: 16, 32 or 64");
   static_assert(MR == 1 || MR == 2, "16 or 32 rows a step");
-  static_assert(SW >= 0 && SW <= 4, "store warps: 0 to 4");
   __host__ __device__ static constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
 };
 using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, ADALN_DWMMA_SMALL_MR,
-                   ADALN_DWMMA_STORE_WARPS>;
-using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR, ADALN_DWMMA_MID_STORE_WARPS>;
+                   bool(ADALN_DWMMA_BULK)>;
+using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR, bool(ADALN_DWMMA_MID_BULK)>;
 using Large = Tier<ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS, 1, ADALN_DWMMA_LARGE_MR>;
 constexpr int kMaxT = 256;
 // The tier of KT = ceil(T / 16) k-steps: the one place the tiers' bounds (64, 128, 256 rows) are written.
@@ -118,25 +119,55 @@ using TierFor = std::conditional_t<(KT <= 4), Small, std::conditional_t<(KT <= 8
 constexpr int kStages = ADALN_DWMMA_STAGES;  // a power of two
 static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "ADALN_DWMMA_STAGES: 2, 4, 8...");
 constexpr int kOutStages = ADALN_DWMMA_OUT_STAGES;
-static_assert(kOutStages >= 1 && kOutStages <= 4, "ADALN_DWMMA_OUT_STAGES: 1 to 4");
-// Shared memory: kStages stages of dY (16 KT rows each), then one output stage per computing warp (without
-// store warps) or kOutStages ring stages of every computing warp's piece (with them).
+static_assert(kOutStages >= 2 && kOutStages <= 4, "ADALN_DWMMA_OUT_STAGES: 2 to 4");
+// Shared memory: kStages stages of dY (16 KT rows each), then one output stage per warp or, in the bulk form,
+// kOutStages stages of kRows rows of the block's piece (a pitch 16 bytes longer than the piece: the eight rows
+// of one fragment store land on distinct banks).
+template <class Cfg>
+__host__ __device__ constexpr int bulk_pitch(int warps) {
+  return warps * Cfg::kCols * 2 + 16;
+}
 template <class Cfg>
 __host__ __device__ constexpr int smem_bytes(int kt, int warps) {
   return kStages * Cfg::in_stage_bytes(kt) +
-         (Cfg::SW > 0 ? kOutStages * warps * Cfg::kRegion : warps * Cfg::kOutStage);
+         (Cfg::kBulk ? kOutStages * Cfg::kRows * bulk_pitch<Cfg>(warps) : warps * Cfg::kOutStage);
 }
 
-// Named barriers of the store-warp form (0 is __syncthreads'): the computing warps' dY ring, then per ring stage
-// "full" (computing warps arrive, store warps wait) and "empty" (the reverse).
-constexpr int kBarInput = 1;
-__device__ __forceinline__ int bar_full(int s) { return 2 + s; }
-__device__ __forceinline__ int bar_empty(int s) { return 2 + kOutStages + s; }
-__device__ __forceinline__ void bar_sync(int id, int threads) {
+// Named barrier 1 (0 is __syncthreads'): in the bulk form, warp 0 waits there for every warp's stage writes.
+[[maybe_unused]] __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void bar_arrive(int id, int threads) {
+[[maybe_unused]] __device__ __forceinline__ void bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// TMA bulk stores (sm90+): shared -> global, `bytes` a multiple of 16, both ends 16-byte aligned.
+[[maybe_unused]] __device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void bulk_store(void* dst, uint32_t src, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void bulk_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+[[maybe_unused]] __device__ __forceinline__ void bulk_wait_read() {  // all but the newest N groups have read their shared memory
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void bulk_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -183,19 +214,6 @@ template <class Cfg>
 __device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, int T, int N, int n0, uint32_t stage) {
   constexpr int kPieces = 2 * Cfg::MR, kShift = Cfg::MR == 1 ? 1 : 2;  // MR is 1 or 2
   for (int i = threadIdx.x; i < kPieces * T; i += blockDim.x) {
-    const int t = i >> kShift, piece = i & (kPieces - 1), n = n0 + piece * 8;
-    const bool in = n < N;
-    cp_async16(stage + t * Cfg::kStageRow + piece * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
-  }
-}
-
-// copy_dy by `threads` threads from `tid` (the store-warp form, where only the computing warps copy). Kept apart
-// from copy_dy: with these as parameters the shipped kernel compiled differently on sm_100a (and spilled).
-template <class Cfg>
-__device__ __forceinline__ void copy_dy_by(const __nv_bfloat16* __restrict__ dY, int T, int N, int n0, uint32_t stage,
-                                           int tid, int threads) {
-  constexpr int kPieces = 2 * Cfg::MR, kShift = Cfg::MR == 1 ? 1 : 2;
-  for (int i = tid; i < kPieces * T; i += threads) {
     const int t = i >> kShift, piece = i & (kPieces - 1), n = n0 + piece * 8;
     const bool in = n < N;
     cp_async16(stage + t * Cfg::kStageRow + piece * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
@@ -379,77 +397,75 @@ __global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
   }
 }
 
-// The same steps with Cfg::SW store warps (blockDim = 32 (W + SW)): warps 0 .. W - 1 compute as above but leave
-// each step's result in ring stage i % kOutStages and go on (they wait only for a ring stage the store warps
-// have not emptied yet, and for each other at the dY ring); the store warps write a stage out as the block's
-// whole piece of each row (W kCols columns, contiguous), in row order.
+// The same steps, stored in bulk (Cfg::kBulk): step i's result goes into ring stage i % kOutStages as kRows rows
+// of the block's piece (warps x kCols columns, contiguous in dW); once every warp has written it, thread 0
+// issues one bulk store per row and the warps are already on the next step. Thread 0 waits for the bulk reads of
+// a stage before the block barrier that precedes the stage's next writes.
 template <int KT, class Cfg>
-__global__ void __launch_bounds__((Cfg::kMaxWarps + Cfg::SW) * 32, Cfg::kBlocks)
-    dw_mma_ws_kernel(const __nv_bfloat16* __restrict__ dY, const __nv_bfloat16* __restrict__ act,
-                     __nv_bfloat16* __restrict__ dW, int T, int N, int D, int groups) {
-  constexpr int NJ = Cfg::NJ, kRows = Cfg::kRows, SW = Cfg::SW;
+__global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
+    dw_mma_bulk_kernel(const __nv_bfloat16* __restrict__ dY, const __nv_bfloat16* __restrict__ act,
+                       __nv_bfloat16* __restrict__ dW, int T, int N, int D, int groups) {
+  constexpr int NJ = Cfg::NJ, MR = Cfg::MR, kRows = Cfg::kRows;
   constexpr int kInStage = Cfg::in_stage_bytes(KT);
   extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x >> 5) - SW;
-  const int all = blockDim.x, computing = 32 * warps;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int per_group = gridDim.x / groups, group = blockIdx.x / per_group, block = blockIdx.x % per_group;
+  const int col0 = (group * warps + warp) * Cfg::kCols;  // this warp's columns of dW
+  const int piece = warps * Cfg::kCols * 2, pitch = bulk_pitch<Cfg>(warps);
   unsigned char* in_stages = smem;
   unsigned char* ring = smem + kStages * kInStage;
-  const int ring_stage = warps * Cfg::kRegion;
-  const int row_blocks = (N + kRows - 1) / kRows;
-  const int count = block < row_blocks ? (row_blocks - 1 - block) / per_group + 1 : 0;
-
-  if (warp >= warps) {  // a store warp: a thread owns 16-byte columns pp of the block's piece, in every row
-    const int pieces = warps * NJ, tid = threadIdx.x - computing;  // 16-byte pieces per row of the block
-    __nv_bfloat16* base = dW + size_t(group) * warps * Cfg::kCols;
-    for (int i = 0; i < count; ++i) {
-      const int n0 = (block + i * per_group) * kRows, s = i % kOutStages;
-      bar_sync(bar_full(s), all);
-      for (int pp = tid; pp < pieces; pp += 32 * SW) {
-        const unsigned char* src = ring + s * ring_stage + (pp / NJ) * Cfg::kRegion;
-        __nv_bfloat16* dst = base + size_t(n0) * D + pp * 8;
-        const int p = pp % NJ;
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {  // one instruction: 32 neighbouring pieces of row r
-          const uint4 v = *reinterpret_cast<const uint4*>(src + r * 16 * NJ + ((p ^ swizzle<Cfg>(r)) * 16));
-          if (n0 + r < N) *reinterpret_cast<uint4*>(dst + size_t(r) * D) = v;
-        }
-      }
-      if (i + kOutStages < count) bar_arrive(bar_empty(s), all);
-    }
-    return;
-  }
-
-  const int col0 = (group * warps + warp) * Cfg::kCols;  // this warp's columns of dW
-  const uint32_t in_u32 = smem_u32(in_stages);
-  zero_padding<KT, Cfg>(in_stages, T, threadIdx.x, computing);
+  const uint32_t in_u32 = smem_u32(in_stages), ring_u32 = smem_u32(ring);
+  zero_padding<KT, Cfg>(in_stages, T, threadIdx.x, blockDim.x);
   const int g = lane >> 2, q = lane & 3, mat = lane >> 3, mrow = lane & 7;
   uint32_t b[KT][NJ][2];
   load_act<KT, Cfg>(b, act, T, D, col0, g, q);
+  __nv_bfloat16* base = dW + size_t(group) * warps * Cfg::kCols;
+
+  const int row_blocks = (N + kRows - 1) / kRows;
+  const int count = block < row_blocks ? (row_blocks - 1 - block) / per_group + 1 : 0;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) copy_dy_by<Cfg>(dY, T, N, (block + s * per_group) * kRows, in_u32 + s * kInStage, threadIdx.x, computing);
+    if (s < count) copy_dy<Cfg>(dY, T, N, (block + s * per_group) * kRows, in_u32 + s * kInStage);
     cp_async_commit();
   }
   for (int i = 0; i < count; ++i) {
+    const int n0 = (block + i * per_group) * kRows, s = i % kOutStages;
     cp_async_wait<kStages - 2>();
-    bar_sync(kBarInput, computing);  // row block i's dY has landed; every computing warp is done with step i - 1
+    if (threadIdx.x == 0) bulk_wait_read<kOutStages - 1>();  // stage s's last rows (step i - kOutStages) are out
+    __syncthreads();
     {
       const int ahead = i + kStages - 1;
       if (ahead < count)
-        copy_dy_by<Cfg>(dY, T, N, (block + ahead * per_group) * kRows, in_u32 + (ahead % kStages) * kInStage,
-                        threadIdx.x, computing);
+        copy_dy<Cfg>(dY, T, N, (block + ahead * per_group) * kRows, in_u32 + (ahead % kStages) * kInStage);
       cp_async_commit();
     }
-    float acc[Cfg::MR][NJ][4];
+    float acc[MR][NJ][4];
     step_mma<KT, Cfg>(acc, b, in_u32 + (i % kStages) * kInStage, mat, mrow);
-    const int s = i % kOutStages;
-    if (i >= kOutStages) bar_sync(bar_empty(s), all);  // the store warps are done with step i - kOutStages
-    stage_result<Cfg>(ring + s * ring_stage + warp * Cfg::kRegion, acc, g, q);
-    bar_arrive(bar_full(s), all);
+    unsigned char* out = ring + s * kRows * pitch + warp * Cfg::kCols * 2;
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = m * 16 + h * 8 + g;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+          *reinterpret_cast<uint32_t*>(out + r * pitch + j * 16 + q * 4) =
+              pack_bf16x2(acc[m][j][2 * h], acc[m][j][2 * h + 1]);
+      }
+    fence_proxy_async();  // the writes above, seen by the TMA unit's reads
+    if (warp == 0) {
+      bar_sync(1, blockDim.x);
+      if (lane == 0) {
+        const uint32_t src = ring_u32 + s * kRows * pitch;
+        for (int r = 0; r < kRows && n0 + r < N; ++r) bulk_store(base + size_t(n0 + r) * D, src + r * pitch, piece);
+        bulk_commit();
+      }
+    } else {
+      bar_arrive(1, blockDim.x);
+    }
   }
+  if (threadIdx.x == 0) bulk_wait_all();
 }
-
 
 // Warps per block of a tier: the largest divisor of D / kCols in [kMinWarps, kMaxWarps]; 0 when none.
 template <class Cfg>
@@ -486,8 +502,8 @@ int warps_per_block(int64_t T, int64_t D) {
 // The form of a tier (only the one it uses is compiled).
 template <int KT, class Cfg>
 constexpr auto kernel_for() {
-  if constexpr (Cfg::SW > 0)
-    return dw_mma_ws_kernel<KT, Cfg>;
+  if constexpr (Cfg::kBulk)
+    return dw_mma_bulk_kernel<KT, Cfg>;
   else
     return dw_mma_kernel<KT, Cfg>;
 }
@@ -504,7 +520,7 @@ int launch(const void* dY, const void* act, void* dW, int T, int N, int D, int w
     return ADALN_LAUNCH;
   }
   const int slots = sms * Cfg::kBlocks, per_group = slots / groups > 0 ? slots / groups : 1;
-  kernel<<<per_group * groups, (warps + Cfg::SW) * 32, bytes, stream>>>(
+  kernel<<<per_group * groups, warps * 32, bytes, stream>>>(
       static_cast<const __nv_bfloat16*>(dY), static_cast<const __nv_bfloat16*>(act),
       static_cast<__nv_bfloat16*>(dW), T, N, D, groups);
   ce = cudaGetLastError();
