@@ -73,30 +73,12 @@ namespace {
 #ifndef ADALN_DWMMA_LARGE_MR
 #define ADALN_DWMMA_LARGE_MR 1
 #endif
-// Bulk stores (1; sm90 and later, 0 = off) in the small and middle tiers: every warp puts its step's result into
-// a ring of ADALN_DWMMA_OUT_STAGES shared-memory stages laid out as the block's rows, and one thread hands each
-// row's piece to the TMA unit (cp.async.bulk), so that no warp waits on its own stores and the next step's mma
-// runs while the last one's rows go out (NOTES.md "v11 run 22": the same ring emptied by two warps of their own
-// could not carry the write, ~1.9 TB/s).
-#ifndef ADALN_DWMMA_BULK
-#define ADALN_DWMMA_BULK 0
-#endif
-#ifndef ADALN_DWMMA_MID_BULK
-#define ADALN_DWMMA_MID_BULK ADALN_DWMMA_BULK
-#endif
-#ifndef ADALN_DWMMA_OUT_STAGES
-#define ADALN_DWMMA_OUT_STAGES 2
-#endif
-#if (ADALN_DWMMA_BULK || ADALN_DWMMA_MID_BULK) && defined(ADALN_REQUIRED_CC) && ADALN_REQUIRED_CC < 90
-#error "ADALN_DWMMA_BULK needs sm90 or later (cp.async.bulk)"
-#endif
 // MR: 16-row m-tiles a step (rows of dW per row block: 16 MR; more independent mma chains a warp). Shipped: 2 in
 // the middle tier only (in 7 warps, which the small and large tiers would need for the registers, it lost:
 // NOTES.md "v10.2 run 20").
-template <int NJ_, int MaxWarps_, int Blocks_, int MR_, bool Bulk_ = false>
+template <int NJ_, int MaxWarps_, int Blocks_, int MR_>
 struct Tier {
   static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_, MR = MR_;
-  static constexpr bool kBulk = Bulk_;
   static constexpr int kMinWarps = MaxWarps_ < 3 ? MaxWarps_ : 3;
   static constexpr int kCols = 8 * NJ;                 // columns per warp (NJ n8 tiles)
   static constexpr int kRows = 16 * MR;                // rows of dW per step
@@ -107,9 +89,8 @@ struct Tier {
   static_assert(MR == 1 || MR == 2, "16 or 32 rows a step");
   __host__ __device__ static constexpr int in_stage_bytes(int kt) { return 16 * kt * kStageRow; }
 };
-using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, ADALN_DWMMA_SMALL_MR,
-                   bool(ADALN_DWMMA_BULK)>;
-using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR, bool(ADALN_DWMMA_MID_BULK)>;
+using Small = Tier<ADALN_DWMMA_SMALL_NJ, ADALN_DWMMA_WARPS, ADALN_DWMMA_BLOCKS, ADALN_DWMMA_SMALL_MR>;
+using Mid = Tier<ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS, 1, ADALN_DWMMA_MID_MR>;
 using Large = Tier<ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS, 1, ADALN_DWMMA_LARGE_MR>;
 constexpr int kMaxT = 256;
 // The tier of KT = ceil(T / 16) k-steps: the one place the tiers' bounds (64, 128, 256 rows) are written.
@@ -118,56 +99,10 @@ using TierFor = std::conditional_t<(KT <= 4), Small, std::conditional_t<(KT <= 8
 
 constexpr int kStages = ADALN_DWMMA_STAGES;  // a power of two
 static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "ADALN_DWMMA_STAGES: 2, 4, 8...");
-constexpr int kOutStages = ADALN_DWMMA_OUT_STAGES;
-static_assert(kOutStages >= 2 && kOutStages <= 4, "ADALN_DWMMA_OUT_STAGES: 2 to 4");
-// Shared memory: kStages stages of dY (16 KT rows each), then one output stage per warp or, in the bulk form,
-// kOutStages stages of kRows rows of the block's piece (a pitch 16 bytes longer than the piece: the eight rows
-// of one fragment store land on distinct banks).
-template <class Cfg>
-__host__ __device__ constexpr int bulk_pitch(int warps) {
-  return warps * Cfg::kCols * 2 + 16;
-}
+// Shared memory: kStages stages of dY (16 KT rows each), then one output stage per warp.
 template <class Cfg>
 __host__ __device__ constexpr int smem_bytes(int kt, int warps) {
-  return kStages * Cfg::in_stage_bytes(kt) +
-         (Cfg::kBulk ? kOutStages * Cfg::kRows * bulk_pitch<Cfg>(warps) : warps * Cfg::kOutStage);
-}
-
-// Named barrier 1 (0 is __syncthreads'): in the bulk form, warp 0 waits there for every warp's stage writes.
-[[maybe_unused]] __device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-[[maybe_unused]] __device__ __forceinline__ void bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// TMA bulk stores (sm90+): shared -> global, `bytes` a multiple of 16, both ends 16-byte aligned.
-[[maybe_unused]] __device__ __forceinline__ void fence_proxy_async() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void bulk_store(void* dst, uint32_t src, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
-               : "memory");
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void bulk_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N>
-[[maybe_unused]] __device__ __forceinline__ void bulk_wait_read() {  // all but the newest N groups have read their shared memory
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void bulk_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-#endif
+  return kStages * Cfg::in_stage_bytes(kt) + warps * Cfg::kOutStage;
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -218,81 +153,6 @@ __device__ __forceinline__ void copy_dy(const __nv_bfloat16* __restrict__ dY, in
     const bool in = n < N;
     cp_async16(stage + t * Cfg::kStageRow + piece * 16, in ? dY + size_t(t) * N + n : dY, in ? 16 : 0);
   }
-}
-
-// Rows T .. 16 KT of every dY stage stay zero (the copies write rows < T only).
-template <int KT, class Cfg>
-__device__ __forceinline__ void zero_padding(unsigned char* in_stages, int T, int tid, int threads) {
-  constexpr int MR = Cfg::MR, kInStage = Cfg::in_stage_bytes(KT);
-  for (int i = tid; i < kStages * (16 * KT - T) * 2 * MR; i += threads) {
-    const int stage = i / ((16 * KT - T) * 2 * MR), r = i % ((16 * KT - T) * 2 * MR);
-    *reinterpret_cast<uint4*>(in_stages + stage * kInStage + (T + r / (2 * MR)) * Cfg::kStageRow + (r & (2 * MR - 1)) * 16) =
-        make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-
-// B fragments of the warp's columns, all k-steps: b[ks][j] = act[ks*16 + 2q + {0,1} (+8)][col0 + 8j + g].
-template <int KT, class Cfg>
-__device__ __forceinline__ void load_act(uint32_t (&b)[KT][Cfg::NJ][2], const __nv_bfloat16* __restrict__ act, int T,
-                                         int D, int col0, int g, int q) {
-#pragma unroll
-  for (int ks = 0; ks < KT; ++ks)
-#pragma unroll
-    for (int j = 0; j < Cfg::NJ; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int t = ks * 16 + h * 8 + 2 * q;
-        const __nv_bfloat16* p = act + size_t(t) * D + col0 + 8 * j + g;
-        const __nv_bfloat16 zero = __float2bfloat16(0.0f);
-        b[ks][j][h] = pack_raw(t < T ? p[0] : zero, t + 1 < T ? p[D] : zero);
-      }
-}
-
-// One step's kRows x kCols block of the warp: acc = dY[0:16 KT, rows]^T . act, k in ascending order.
-template <int KT, class Cfg>
-__device__ __forceinline__ void step_mma(float (&acc)[Cfg::MR][Cfg::NJ][4], const uint32_t (&b)[KT][Cfg::NJ][2],
-                                         uint32_t stage_u32, int mat, int mrow) {
-  constexpr int NJ = Cfg::NJ, MR = Cfg::MR;
-#pragma unroll
-  for (int m = 0; m < MR; ++m)
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[m][j][e] = 0.0f;
-#pragma unroll
-  for (int ks = 0; ks < KT; ++ks) {
-#pragma unroll
-    for (int m = 0; m < MR; ++m) {
-      // A fragment of m-tile m (rows n, k = t): matrices (t 0-7, n 0-7), (t 0-7, n 8-15), (t 8-15, n 0-7),
-      // (t 8-15, n 8-15).
-      uint32_t a[4];
-      ldsm_x4_trans(stage_u32 + (ks * 16 + (mat >> 1) * 8 + mrow) * Cfg::kStageRow + m * 32 + (mat & 1) * 16, a);
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) mma_16816(acc[m][j], a, b[ks][j][0], b[ks][j][1]);
-    }
-  }
-}
-
-// The warp's result as bf16 pairs into `out` as kRows rows of 16 NJ bytes: piece j of row r at j ^ swz(r),
-// swz(r) = (r / (8 / NJ)) % NJ, so that the eight rows one store instruction touches land on distinct banks.
-template <class Cfg>
-__device__ __forceinline__ int swizzle(int r) {
-  return (r / (8 / Cfg::NJ)) % Cfg::NJ;
-}
-template <class Cfg>
-__device__ __forceinline__ void stage_result(unsigned char* out, const float (&acc)[Cfg::MR][Cfg::NJ][4], int g,
-                                             int q) {
-  constexpr int kRowBytes = 16 * Cfg::NJ;
-#pragma unroll
-  for (int m = 0; m < Cfg::MR; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = m * 16 + h * 8 + g, swz = swizzle<Cfg>(r);
-#pragma unroll
-      for (int j = 0; j < Cfg::NJ; ++j)
-        *reinterpret_cast<uint32_t*>(out + r * kRowBytes + ((j ^ swz) * 16) + q * 4) =
-            pack_bf16x2(acc[m][j][2 * h], acc[m][j][2 * h + 1]);
-    }
 }
 
 // KT = ceil(T / 16) k-steps (rows t >= T are zeros). Grid: G column groups of P blocks; blockDim = 32 W.
@@ -397,76 +257,6 @@ __global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
   }
 }
 
-// The same steps, stored in bulk (Cfg::kBulk): step i's result goes into ring stage i % kOutStages as kRows rows
-// of the block's piece (warps x kCols columns, contiguous in dW); once every warp has written it, thread 0
-// issues one bulk store per row and the warps are already on the next step. Thread 0 waits for the bulk reads of
-// a stage before the block barrier that precedes the stage's next writes.
-template <int KT, class Cfg>
-__global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
-    dw_mma_bulk_kernel(const __nv_bfloat16* __restrict__ dY, const __nv_bfloat16* __restrict__ act,
-                       __nv_bfloat16* __restrict__ dW, int T, int N, int D, int groups) {
-  constexpr int NJ = Cfg::NJ, MR = Cfg::MR, kRows = Cfg::kRows;
-  constexpr int kInStage = Cfg::in_stage_bytes(KT);
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int per_group = gridDim.x / groups, group = blockIdx.x / per_group, block = blockIdx.x % per_group;
-  const int col0 = (group * warps + warp) * Cfg::kCols;  // this warp's columns of dW
-  const int piece = warps * Cfg::kCols * 2, pitch = bulk_pitch<Cfg>(warps);
-  unsigned char* in_stages = smem;
-  unsigned char* ring = smem + kStages * kInStage;
-  const uint32_t in_u32 = smem_u32(in_stages), ring_u32 = smem_u32(ring);
-  zero_padding<KT, Cfg>(in_stages, T, threadIdx.x, blockDim.x);
-  const int g = lane >> 2, q = lane & 3, mat = lane >> 3, mrow = lane & 7;
-  uint32_t b[KT][NJ][2];
-  load_act<KT, Cfg>(b, act, T, D, col0, g, q);
-  __nv_bfloat16* base = dW + size_t(group) * warps * Cfg::kCols;
-
-  const int row_blocks = (N + kRows - 1) / kRows;
-  const int count = block < row_blocks ? (row_blocks - 1 - block) / per_group + 1 : 0;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) copy_dy<Cfg>(dY, T, N, (block + s * per_group) * kRows, in_u32 + s * kInStage);
-    cp_async_commit();
-  }
-  for (int i = 0; i < count; ++i) {
-    const int n0 = (block + i * per_group) * kRows, s = i % kOutStages;
-    cp_async_wait<kStages - 2>();
-    if (threadIdx.x == 0) bulk_wait_read<kOutStages - 1>();  // stage s's last rows (step i - kOutStages) are out
-    __syncthreads();
-    {
-      const int ahead = i + kStages - 1;
-      if (ahead < count)
-        copy_dy<Cfg>(dY, T, N, (block + ahead * per_group) * kRows, in_u32 + (ahead % kStages) * kInStage);
-      cp_async_commit();
-    }
-    float acc[MR][NJ][4];
-    step_mma<KT, Cfg>(acc, b, in_u32 + (i % kStages) * kInStage, mat, mrow);
-    unsigned char* out = ring + s * kRows * pitch + warp * Cfg::kCols * 2;
-#pragma unroll
-    for (int m = 0; m < MR; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = m * 16 + h * 8 + g;
-#pragma unroll
-        for (int j = 0; j < NJ; ++j)
-          *reinterpret_cast<uint32_t*>(out + r * pitch + j * 16 + q * 4) =
-              pack_bf16x2(acc[m][j][2 * h], acc[m][j][2 * h + 1]);
-      }
-    fence_proxy_async();  // the writes above, seen by the TMA unit's reads
-    if (warp == 0) {
-      bar_sync(1, blockDim.x);
-      if (lane == 0) {
-        const uint32_t src = ring_u32 + s * kRows * pitch;
-        for (int r = 0; r < kRows && n0 + r < N; ++r) bulk_store(base + size_t(n0 + r) * D, src + r * pitch, piece);
-        bulk_commit();
-      }
-    } else {
-      bar_arrive(1, blockDim.x);
-    }
-  }
-  if (threadIdx.x == 0) bulk_wait_all();
-}
-
 // Warps per block of a tier: the largest divisor of D / kCols in [kMinWarps, kMaxWarps]; 0 when none.
 template <class Cfg>
 int tier_warps(int64_t D) {
@@ -499,28 +289,19 @@ int warps_per_block(int64_t T, int64_t D) {
   return with_kt(T, [&](auto kt) { return tier_warps<TierFor<decltype(kt)::value>>(D); });
 }
 
-// The form of a tier (only the one it uses is compiled).
-template <int KT, class Cfg>
-constexpr auto kernel_for() {
-  if constexpr (Cfg::kBulk)
-    return dw_mma_bulk_kernel<KT, Cfg>;
-  else
-    return dw_mma_kernel<KT, Cfg>;
-}
-
 template <int KT, class Cfg>
 int launch(const void* dY, const void* act, void* dW, int T, int N, int D, int warps, int sms, cudaStream_t stream,
            Err err) {
   const int groups = D / Cfg::kCols / warps;
   const size_t bytes = size_t(smem_bytes<Cfg>(KT, warps));
-  auto kernel = kernel_for<KT, Cfg>();
-  cudaError_t ce = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  cudaError_t ce =
+      cudaFuncSetAttribute(dw_mma_kernel<KT, Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (ce != cudaSuccess) {
     set_err(err, "dW kernel (mma.sync): %zu bytes of shared memory: %s", bytes, cudaGetErrorString(ce));
     return ADALN_LAUNCH;
   }
   const int slots = sms * Cfg::kBlocks, per_group = slots / groups > 0 ? slots / groups : 1;
-  kernel<<<per_group * groups, warps * 32, bytes, stream>>>(
+  dw_mma_kernel<KT, Cfg><<<per_group * groups, warps * 32, bytes, stream>>>(
       static_cast<const __nv_bfloat16*>(dY), static_cast<const __nv_bfloat16*>(act),
       static_cast<__nv_bfloat16*>(dW), T, N, D, groups);
   ce = cudaGetLastError();
