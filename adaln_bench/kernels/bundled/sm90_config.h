@@ -17,8 +17,8 @@
 // subtiles; the tile order swizzled in pairs on every tier); d_act sums its chunks inside the GEMM, 128x16 /
 // 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong 128x192 with
 // 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu). v7 (NOTES.md "v7"): dW above 64 rows in 2x1
-// clusters (the act tile multicast), up to 64 rows as before. Measured for v10.1, off until validated: the forward
-// in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2).
+// clusters (the act tile multicast), up to 64 rows as before. v11 (NOTES.md "v10.1 run 21", "v11 as
+// shipped"): the forward in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2).
 #pragma once
 
 #ifndef ADALN_FWD_TIER0_MAX
