@@ -3,7 +3,7 @@
 //
 // Forward and d_act pick a tile by T (the forward) or by the T block (d_act), in tiers (sm90_common.cuh
 // `TokenTiers`): the first tier whose bound holds (bound 0 = tier off), else the GEMM's large configuration.
-//   forward: FWD_TIER0, 1, 1B, 2, 3 (TM x TN x TK, pingpong or cooperative), above them FWD_LARGE
+//   forward: FWD_TIER0, 0B, 1, 1B, 2, 3 (TM x TN x TK, pingpong or cooperative), above them FWD_LARGE
 //            (cooperative, FWD_LARGE_CLUSTER_M x _N clusters).
 //   d_act:   DACT_TIER0 .. DACT_TIER2 (128 x TN x 64), above them DACT_LARGE. Its k-tile is 64 on every tier:
 //            the chunk sums restart the accumulator every 4032 (= 63 x 64) of K, so a k-tile may not straddle
@@ -35,6 +35,17 @@
 #endif
 #ifndef ADALN_FWD_TIER0_PINGPONG
 #define ADALN_FWD_TIER0_PINGPONG false
+#endif
+// A tier between tiers 0 and 1 (0 = off): the 128x64 tier is half empty at 17-32 rows and a third at 33-48
+// (NOTES.md "v11 as shipped": forward 1.08x cuBLAS at T = 33).
+#ifndef ADALN_FWD_TIER0B_MAX
+#define ADALN_FWD_TIER0B_MAX 0
+#endif
+#ifndef ADALN_FWD_TIER0B_TM
+#define ADALN_FWD_TIER0B_TM 128
+#endif
+#ifndef ADALN_FWD_TIER0B_TN
+#define ADALN_FWD_TIER0B_TN 32
 #endif
 #ifndef ADALN_FWD_TIER1_MAX
 #define ADALN_FWD_TIER1_MAX 64
@@ -193,7 +204,7 @@
   "T<=" ADALN_STR(ADALN_FWD_TIER##i##_MAX) " " ADALN_STR(ADALN_FWD_TIER##i##_TM) "x" ADALN_STR(ADALN_FWD_TIER##i##_TN)
 #define ADALN_SM90_CONFIG                                                                                          \
   "fwd tiers (0 = off): " ADALN_FWD_TIER_TEXT(0) "x" ADALN_STR(ADALN_FWD_TIER0_TK) " pp=" ADALN_STR(ADALN_FWD_TIER0_PINGPONG) \
-  ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
+  ", " ADALN_FWD_TIER_TEXT(0B) ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
   ADALN_FWD_TIER_TEXT(1B) ", " ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
   ADALN_STR(ADALN_FWD_LARGE_TN) " cluster " ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) \
   " epi_n=" ADALN_STR(ADALN_FWD_LARGE_EPI_N) " raster_m=" ADALN_STR(ADALN_FWD_RASTER_ALONG_M) " swizzle=" ADALN_STR(ADALN_FWD_SWIZZLE) \
