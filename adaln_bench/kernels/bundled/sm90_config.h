@@ -3,7 +3,7 @@
 //
 // Forward and d_act pick a tile by T (the forward) or by the T block (d_act), in tiers (sm90_common.cuh
 // `TokenTiers`): the first tier whose bound holds (bound 0 = tier off), else the GEMM's large configuration.
-//   forward: FWD_TIER0, 0B, 1, 1B, 2, 3 (TM x TN x TK, pingpong or cooperative), above them FWD_LARGE
+//   forward: FWD_TIER0, 0B, 0C, 1, 1B, 2, 3 (TM x TN x TK, pingpong or cooperative), above them FWD_LARGE
 //            (cooperative, FWD_LARGE_CLUSTER_M x _N clusters).
 //   d_act:   DACT_TIER0 .. DACT_TIER2 (128 x TN x 64), above them DACT_LARGE. Its k-tile is 64 on every tier:
 //            the chunk sums restart the accumulator every 4032 (= 63 x 64) of K, so a k-tile may not straddle
@@ -18,7 +18,8 @@
 // 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong 128x192 with
 // 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu). v7 (NOTES.md "v7"): dW above 64 rows in 2x1
 // clusters (the act tile multicast), up to 64 rows as before. v11 (NOTES.md "v10.1 run 21", "v11 as
-// shipped"): the forward in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2).
+// shipped"): the forward in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2). v11.1 (NOTES.md
+// "v11.1 run 24"): 128x32 for 16 < T <= 32 and 128x48 for 32 < T <= 48 (tiers 0B, 0C).
 #pragma once
 
 #ifndef ADALN_FWD_TIER0_MAX
@@ -36,16 +37,26 @@
 #ifndef ADALN_FWD_TIER0_PINGPONG
 #define ADALN_FWD_TIER0_PINGPONG false
 #endif
-// A tier between tiers 0 and 1 (0 = off): the 128x64 tier is half empty at 17-32 rows and a third at 33-48
-// (NOTES.md "v11 as shipped": forward 1.08x cuBLAS at T = 33).
+// Two tiers between tiers 0 and 1 (0 = off): 128x32 up to 32 rows, 128x48 up to 48 (NOTES.md "v11.1 run 24":
+// forward at T = 17 / 24 / 32 0.95x cuBLAS against the 128x64 tier's 1.16 / 1.06 / 1.05x, at T = 33 0.99x on
+// 128x48 against 1.04x; bits identical).
 #ifndef ADALN_FWD_TIER0B_MAX
-#define ADALN_FWD_TIER0B_MAX 0
+#define ADALN_FWD_TIER0B_MAX 32
 #endif
 #ifndef ADALN_FWD_TIER0B_TM
 #define ADALN_FWD_TIER0B_TM 128
 #endif
 #ifndef ADALN_FWD_TIER0B_TN
 #define ADALN_FWD_TIER0B_TN 32
+#endif
+#ifndef ADALN_FWD_TIER0C_MAX
+#define ADALN_FWD_TIER0C_MAX 48
+#endif
+#ifndef ADALN_FWD_TIER0C_TM
+#define ADALN_FWD_TIER0C_TM 128
+#endif
+#ifndef ADALN_FWD_TIER0C_TN
+#define ADALN_FWD_TIER0C_TN 48
 #endif
 #ifndef ADALN_FWD_TIER1_MAX
 #define ADALN_FWD_TIER1_MAX 64
@@ -204,7 +215,7 @@
   "T<=" ADALN_STR(ADALN_FWD_TIER##i##_MAX) " " ADALN_STR(ADALN_FWD_TIER##i##_TM) "x" ADALN_STR(ADALN_FWD_TIER##i##_TN)
 #define ADALN_SM90_CONFIG                                                                                          \
   "fwd tiers (0 = off): " ADALN_FWD_TIER_TEXT(0) "x" ADALN_STR(ADALN_FWD_TIER0_TK) " pp=" ADALN_STR(ADALN_FWD_TIER0_PINGPONG) \
-  ", " ADALN_FWD_TIER_TEXT(0B) ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
+  ", " ADALN_FWD_TIER_TEXT(0B) ", " ADALN_FWD_TIER_TEXT(0C) ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
   ADALN_FWD_TIER_TEXT(1B) ", " ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
   ADALN_STR(ADALN_FWD_LARGE_TN) " cluster " ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) \
   " epi_n=" ADALN_STR(ADALN_FWD_LARGE_EPI_N) " raster_m=" ADALN_STR(ADALN_FWD_RASTER_ALONG_M) " swizzle=" ADALN_STR(ADALN_FWD_SWIZZLE) \

@@ -36,6 +36,7 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
       Tier<ADALN_FWD_TIER0_MAX, TileConfig<ADALN_FWD_TIER0_TM, ADALN_FWD_TIER0_TN, ADALN_FWD_TIER0_CLUSTER_M,
                                            ADALN_FWD_TIER0_PINGPONG, ADALN_FWD_TIER0_TK>>,
       Tier<ADALN_FWD_TIER0B_MAX, TileConfig<ADALN_FWD_TIER0B_TM, ADALN_FWD_TIER0B_TN, 1, false, ADALN_FWD_TIER1_TK>>,
+      Tier<ADALN_FWD_TIER0C_MAX, TileConfig<ADALN_FWD_TIER0C_TM, ADALN_FWD_TIER0C_TN, 1, false, ADALN_FWD_TIER1_TK>>,
       Tier<ADALN_FWD_TIER1_MAX, TileConfig<ADALN_FWD_TIER1_TM, ADALN_FWD_TIER1_TN, ADALN_FWD_TIER1_CLUSTER_M,
                                            ADALN_FWD_TIER1_PINGPONG, ADALN_FWD_TIER1_TK>>,
       Tier<ADALN_FWD_TIER1B_MAX, TileConfig<ADALN_FWD_TIER1B_TM, ADALN_FWD_TIER1B_TN, 1, false>>,
