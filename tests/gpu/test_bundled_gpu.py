@@ -103,9 +103,10 @@ def test_accuracy_vs_fp64(fwd, t):
 
 
 # dW outside a GEMM (dw_mma.cu, where the path uses it: up to T = 4 on sm90, ADALN_DW_MMA_MAX on portable) and
-# otherwise its GEMM, checked the same way: D = 2688 is whole column groups in each dw_mma tier (64, 32 and 16
-# columns a warp, 14 warps), N = 1544 ends inside a 16-row block (rows zero-filled past N), T = 9 .. 200 end inside
-# a 16-wide k-step (rows zero past T); the T cover every tier's first and last k-step counts (KT = 1, 4; 5, 8; 9, 16).
+# otherwise its GEMM, checked the same way: D = 2688 is whole column groups in each dw_mma tier (64, 32 and 32
+# columns a warp in 14, 14 and 12 warps), N = 1544 ends inside a 16-row block (rows zero-filled past N), T = 9 ..
+# 200 end inside a 16-wide k-step (rows zero past T); the T cover every tier's first and last k-step counts (KT =
+# 1, 4; 5, 8; 9, 16).
 @pytest.mark.parametrize("t", [2, 9, 17, 33, 48, 64, 65, 100, 128, 129, 200, 256])
 def test_dw_accuracy_vs_fp64(fwd, t):
     _check_accuracy(fwd, t, 2688, 1544)
