@@ -28,9 +28,12 @@ using bf16 = cutlass::bfloat16_t;
 // element's accumulation chain: fresh accumulator, k in order, 16 at a time.
 // EpiN: the epilogue's subtile width along N (0: CUTLASS's choice, 32). A row-major output (dW: N contiguous)
 // is stored in rows of EpiN elements, 64 bytes at the default, so a write-bound GEMM may want it wider.
+// StoreStages: subtiles whose TMA store may be in flight while the next is written (0: the builder's choice,
+// min(subtiles a tile, 2)); a write-bound GEMM may want more.
 template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectStore = false, int ClusterN = 1,
-          int EpiN = 0>
+          int EpiN = 0, int StoreStages = 0>
 struct TileConfig {
+  static constexpr int store_stages = StoreStages;
   using Tile = Shape<Int<TM>, Int<TN>, Int<TK>>;
   using EpilogueTile = cute::conditional_t<EpiN == 0, cutlass::epilogue::collective::EpilogueTileAuto,
                                            Shape<Int<(Pingpong ? 64 : (TM < 128 ? TM : 128))>, Int<EpiN>>>;
@@ -67,15 +70,40 @@ struct ChunkSummed<cutlass::gemm::collective::CollectiveMma<
   }
 };
 
+// The builder's TMA epilogue with `Stages` store stages instead of its own (Stages = 0: unchanged). Only the
+// dispatch policy's StagesD changes: the smem buffers for D and how many stores may be pending; the fusion
+// callbacks and copy atoms are the builder's.
+template <int Stages, class Epilogue>
+struct WithStoreStages {
+  using type = Epilogue;
+};
+template <int Stages, int StagesC, int StagesD, int FragmentSize, bool ReuseSmemC, bool DelayTmaStore, class... Rest>
+struct WithStoreStages<Stages, cutlass::epilogue::collective::CollectiveEpilogue<
+                                   cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC,
+                                                                             DelayTmaStore>,
+                                   Rest...>> {
+  using type = cute::conditional_t<
+      Stages == 0,
+      cutlass::epilogue::collective::CollectiveEpilogue<
+          cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>,
+          Rest...>,
+      cutlass::epilogue::collective::CollectiveEpilogue<
+          cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, (Stages > 0 ? Stages : StagesD), FragmentSize,
+                                                    ReuseSmemC, DelayTmaStore>,
+          Rest...>>;
+};
+
 // One bf16 x bf16 -> fp32-accumulated GEMM with no C operand (ElementC = void): D = Fusion(acc).
 // ChunkSums: the mainloop above (the caller sets the interval in the mainloop arguments).
 template <class Config, class LayoutA, class LayoutB, class ElementD, class LayoutD, int AlignD, class Fusion,
           bool ChunkSums = false>
 struct Sm90Gemm {
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::Tile, typename Config::Cluster,
-      typename Config::EpilogueTile, float, float, void, LayoutD, AlignD, ElementD, LayoutD, AlignD,
-      typename Config::Epilogue, Fusion>::CollectiveOp;
+  using CollectiveEpilogue = typename WithStoreStages<
+      Config::store_stages,
+      typename cutlass::epilogue::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::Tile, typename Config::Cluster,
+          typename Config::EpilogueTile, float, float, void, LayoutD, AlignD, ElementD, LayoutD, AlignD,
+          typename Config::Epilogue, Fusion>::CollectiveOp>::type;
   using RegularMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, LayoutA, 8, bf16, LayoutB, 8, float,
       typename Config::Tile, typename Config::Cluster,

@@ -185,10 +185,25 @@
 #ifndef ADALN_DW_CLUSTER_M
 #define ADALN_DW_CLUSTER_M 2
 #endif
-// dW up to ADALN_DW_TIER0_MAX rows (0 = no tier): its own cluster along M and epilogue subtile width; the
-// tile and schedule are the large configuration's.
+// dW up to ADALN_DW_TIER0_MAX rows (0 = no tier): its own tile, schedule, cluster along M, epilogue subtile
+// width and store stages (0: the builder's, 2); by default the tile and schedule of the large configuration.
 #ifndef ADALN_DW_TIER0_MAX
 #define ADALN_DW_TIER0_MAX 64
+#endif
+#ifndef ADALN_DW_TIER0_TM
+#define ADALN_DW_TIER0_TM ADALN_DW_TM
+#endif
+#ifndef ADALN_DW_TIER0_TN
+#define ADALN_DW_TIER0_TN ADALN_DW_TN
+#endif
+#ifndef ADALN_DW_TIER0_PINGPONG
+#define ADALN_DW_TIER0_PINGPONG ADALN_DW_PINGPONG
+#endif
+#ifndef ADALN_DW_TIER0_STORE_STAGES
+#define ADALN_DW_TIER0_STORE_STAGES 0
+#endif
+#ifndef ADALN_DW_STORE_STAGES
+#define ADALN_DW_STORE_STAGES 0
 #endif
 #ifndef ADALN_DW_TIER0_CLUSTER_M
 #define ADALN_DW_TIER0_CLUSTER_M 1
@@ -227,5 +242,7 @@
   " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64); dW "             \
   ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x"                        \
   ADALN_STR(ADALN_DW_CLUSTER_N) " pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct=" ADALN_STR(ADALN_DW_DIRECT_STORE) " epi_n=" ADALN_STR(ADALN_DW_EPI_N)          \
-  " (T<=" ADALN_STR(ADALN_DW_TIER0_MAX) ": cluster " ADALN_STR(ADALN_DW_TIER0_CLUSTER_M) "x1 epi_n=" ADALN_STR(ADALN_DW_TIER0_EPI_N) ")" \
+  " stores " ADALN_STR(ADALN_DW_STORE_STAGES) " (T<=" ADALN_STR(ADALN_DW_TIER0_MAX) ": " ADALN_STR(ADALN_DW_TIER0_TM) "x"      \
+  ADALN_STR(ADALN_DW_TIER0_TN) " pp=" ADALN_STR(ADALN_DW_TIER0_PINGPONG) " cluster " ADALN_STR(ADALN_DW_TIER0_CLUSTER_M)   \
+  "x1 epi_n=" ADALN_STR(ADALN_DW_TIER0_EPI_N) " stores " ADALN_STR(ADALN_DW_TIER0_STORE_STAGES) ")"                       \
   "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK)

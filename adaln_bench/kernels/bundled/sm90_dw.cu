@@ -22,16 +22,19 @@ struct LaunchDw {
   }
 };
 
-template <int ClusterM, int ClusterN, int EpiN>
-using DwConfig = TileConfig<ADALN_DW_TM, ADALN_DW_TN, ClusterM, ADALN_DW_PINGPONG, 64, ADALN_DW_DIRECT_STORE, ClusterN,
-                            EpiN>;
+template <int TM, int TN, int ClusterM, bool Pingpong, int ClusterN, int EpiN, int StoreStages>
+using DwConfig = TileConfig<TM, TN, ClusterM, Pingpong, 64, ADALN_DW_DIRECT_STORE, ClusterN, EpiN, StoreStages>;
 }  // namespace
 
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
             size_t ws_bytes, cudaStream_t stream, Err err) {
   using Tiers =
-      TokenTiers<LaunchDw, DwConfig<ADALN_DW_CLUSTER_M, ADALN_DW_CLUSTER_N, ADALN_DW_EPI_N>,
-                 Tier<ADALN_DW_TIER0_MAX, DwConfig<ADALN_DW_TIER0_CLUSTER_M, 1, ADALN_DW_TIER0_EPI_N>>>;
+      TokenTiers<LaunchDw,
+                 DwConfig<ADALN_DW_TM, ADALN_DW_TN, ADALN_DW_CLUSTER_M, ADALN_DW_PINGPONG, ADALN_DW_CLUSTER_N,
+                          ADALN_DW_EPI_N, ADALN_DW_STORE_STAGES>,
+                 Tier<ADALN_DW_TIER0_MAX, DwConfig<ADALN_DW_TIER0_TM, ADALN_DW_TIER0_TN, ADALN_DW_TIER0_CLUSTER_M,
+                                                   ADALN_DW_TIER0_PINGPONG, 1, ADALN_DW_TIER0_EPI_N,
+                                                   ADALN_DW_TIER0_STORE_STAGES>>>;
   return Tiers::run(T, dY, act, dW, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
