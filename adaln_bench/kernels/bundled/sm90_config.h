@@ -19,7 +19,8 @@
 // 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu). v7 (NOTES.md "v7"): dW above 64 rows in 2x1
 // clusters (the act tile multicast), up to 64 rows as before. v11 (NOTES.md "v10.1 run 21", "v11 as
 // shipped"): the forward in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2). v11.1 (NOTES.md
-// "v11.1 run 24"): 128x32 for 16 < T <= 32 and 128x48 for 32 < T <= 48 (tiers 0B, 0C).
+// "v11.1 run 24"): 128x32 for 16 < T <= 32 and 128x48 for 32 < T <= 48 (tiers 0B, 0C). v12 (NOTES.md "v12 run
+// 25"): dW up to 64 rows in 64x96 epilogue subtiles with 4 store stages (was 64x192 with 2).
 #pragma once
 
 #ifndef ADALN_FWD_TIER0_MAX
@@ -200,7 +201,7 @@
 #define ADALN_DW_TIER0_PINGPONG ADALN_DW_PINGPONG
 #endif
 #ifndef ADALN_DW_TIER0_STORE_STAGES
-#define ADALN_DW_TIER0_STORE_STAGES 0
+#define ADALN_DW_TIER0_STORE_STAGES 4
 #endif
 #ifndef ADALN_DW_STORE_STAGES
 #define ADALN_DW_STORE_STAGES 0
@@ -209,7 +210,7 @@
 #define ADALN_DW_TIER0_CLUSTER_M 1
 #endif
 #ifndef ADALN_DW_TIER0_EPI_N
-#define ADALN_DW_TIER0_EPI_N ADALN_DW_EPI_N
+#define ADALN_DW_TIER0_EPI_N 96
 #endif
 #ifndef ADALN_DW_CLUSTER_N
 #define ADALN_DW_CLUSTER_N 1
