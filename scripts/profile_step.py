@@ -12,7 +12,6 @@ import statistics
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from adaln_bench.harness.inputs import make_params
 from adaln_bench.harness.shapes import PRESETS
@@ -20,7 +19,7 @@ from adaln_bench.kernels.bench.child import forward_and_step
 from adaln_bench.kernels.bench.subjects import cublas_subject, library_subject, parse_library
 
 
-def captured(fn, device: torch.device) -> torch.cuda.CUDAGraph:
+def captured(fn, device: torch.device) -> "torch.cuda.CUDAGraph":
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -33,29 +32,38 @@ def captured(fn, device: torch.device) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def timeline(graph: torch.cuda.CUDAGraph, replays: int) -> list[tuple[str, float, float]]:
-    """(kernel, median duration µs, median gap before it µs) in launch order, over `replays` replays."""
+def per_kernel(spans: list[tuple[str, float, float]], replays: int) -> list[tuple[str, float, float]]:
+    """(name, start µs, end µs) of every kernel of `replays` identical replays -> (name, median duration, median
+    idle gap before it) for each kernel of one replay, in launch order. The first replay is left out (its first
+    gap is the profiler's start). A count that does not split evenly into replays is an error, not a guess."""
+    spans = sorted(spans, key=lambda s: s[1])
+    if replays < 2 or not spans or len(spans) % replays:
+        raise ValueError(f"{len(spans)} kernels do not split into {replays} replays")
+    per = len(spans) // replays
+    rows = []
+    for k in range(per):
+        durs, gaps = [], []
+        for r in range(1, replays):
+            i = r * per + k
+            durs.append(spans[i][2] - spans[i][1])
+            gaps.append(spans[i][1] - spans[i - 1][2])
+        rows.append((spans[k][0], statistics.median(durs), statistics.median(gaps)))
+    return rows
+
+
+def timeline(graph: "torch.cuda.CUDAGraph", replays: int) -> list[tuple[str, float, float]]:
+    """per_kernel() of `replays` replays of `graph`, from the profiler's CUDA activity records."""
+    from torch.profiler import ProfilerActivity, profile
+
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
             graph.replay()
         torch.cuda.synchronize()
-    kernels = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-                      and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()),
-                     key=lambda e: e.time_range.start)
-    per = len(kernels) // replays
-    if per == 0:
-        return []
-    rows = []
-    for k in range(per):
-        durs, gaps = [], []
-        for r in range(1, replays):  # the first replay's gaps include the profiler's start
-            i = r * per + k
-            e = kernels[i]
-            durs.append(e.time_range.end - e.time_range.start)
-            gaps.append(e.time_range.start - kernels[i - 1].time_range.end)
-        rows.append((kernels[k].name, statistics.median(durs), statistics.median(gaps)))
-    return rows
+    spans = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
+             if e.device_type == torch.autograd.DeviceType.CUDA
+             and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+    return per_kernel(spans, replays)
 
 
 def main(argv: list[str]) -> int:

@@ -187,15 +187,42 @@ def test_the_committed_h200_run_renders_to_its_committed_markdown(stem):
     assert not_invariant(broken) == ["x"]
 
 
-def test_the_profile_script_imports_and_reads_its_options_without_a_gpu():
-    """scripts/profile_entries.py runs only under ncu on a GPU: here, that its imports and options still hold."""
+@pytest.mark.parametrize("script", ["profile_entries.py", "profile_step.py"])
+def test_the_profile_scripts_import_and_read_their_options_without_a_gpu(script):
+    """The profile scripts run only on a GPU (profile_entries.py under ncu): here, that their imports and options
+    still hold."""
     import os
     import subprocess
     import sys
 
     from tests.conftest import ROOT
 
-    proc = subprocess.run([sys.executable, "scripts/profile_entries.py", "--help"], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, f"scripts/{script}", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     assert "--library" in proc.stdout and "--cublas" in proc.stdout
+
+
+def _profile_step():
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("profile_step", ROOT / "scripts" / "profile_step.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_step_timeline_takes_each_kernels_median_duration_and_the_gap_before_it():
+    per_kernel = _profile_step().per_kernel
+    # three replays of two kernels (a, b); the first replay's values are left out
+    spans = [("a", 0.0, 10.0), ("b", 11.0, 31.0),
+             ("a", 40.0, 52.0), ("b", 53.0, 73.0),
+             ("a", 80.0, 92.0), ("b", 95.0, 115.0)]
+    rows = per_kernel(list(reversed(spans)), replays=3)  # order of the records does not matter
+    assert [r[0] for r in rows] == ["a", "b"]
+    assert rows[0][1:] == (12.0, 8.0)  # durations 12, 12; gaps 40 - 31 = 9 and 80 - 73 = 7
+    assert rows[1][1:] == (20.0, 2.0)  # durations 20, 20; gaps 1 and 3
+    with pytest.raises(ValueError):
+        per_kernel(spans[:5], replays=3)

@@ -257,12 +257,23 @@ __device__ __forceinline__ void add4(float4& s, const float4& p) {
   s.w = __fadd_rn(s.w, p.w);
 }
 
-__global__ void fold_dtemb(const float4* __restrict__ P, int64_t nplanes, int64_t per_group, int64_t plane4,
-                           const float4* __restrict__ temb, float4* __restrict__ out, int64_t n4) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+struct FoldArgs {
+  const float4* P;
+  int64_t nplanes, per_group, plane4;
+  const float4* temb;
+  float4* out;
+  int64_t n4;
+};
+
+// Block `block` of `nblocks` (the fold's share of the grid), grid-stride over the n4 float4 elements.
+__device__ __forceinline__ void fold_dtemb_body(const FoldArgs& a, int64_t block, int64_t nblocks) {
+  const float4* __restrict__ P = a.P;
+  const float4* __restrict__ temb = a.temb;
+  const int64_t plane4 = a.plane4, n4 = a.n4;
+  for (int64_t i = block * blockDim.x + threadIdx.x; i < n4; i += nblocks * blockDim.x) {
     const float4 x = temb[i];
     float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f), s = total;
-    const int np = int(nplanes), pg = int(per_group);  // at most a few dozen planes
+    const int np = int(a.nplanes), pg = int(a.per_group);  // at most a few dozen planes
     for (int c0 = 0; c0 < np; c0 += kFoldBatch) {
       float4 p[kFoldBatch];
 #pragma unroll
@@ -284,7 +295,7 @@ __global__ void fold_dtemb(const float4* __restrict__ P, int64_t nplanes, int64_
     r.y = __fmul_rn(total.y, dsilu(x.y));
     r.z = __fmul_rn(total.z, dsilu(x.z));
     r.w = __fmul_rn(total.w, dsilu(x.w));
-    out[i] = r;
+    a.out[i] = r;
   }
 }
 
@@ -306,11 +317,18 @@ __device__ __forceinline__ void add_bf16x8(float* s, uint4 v) {
   }
 }
 
-__global__ void __launch_bounds__(32 * kDbWarps) colsum_db(const uint4* __restrict__ dY, uint4* __restrict__ db,
-                                                            int64_t T, int64_t N8) {
+struct DbArgs {
+  const uint4* dY;
+  uint4* db;
+  int64_t T, N8;
+};
+
+__device__ __forceinline__ void colsum_db_body(const DbArgs& a, int64_t block) {
   __shared__ float warp_sum[kDbWarps][8][33];  // [warp][column of the lane's 8][lane] (+1: no bank conflicts)
+  const uint4* __restrict__ dY = a.dY;
+  const int64_t T = a.T, N8 = a.N8;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t j = blockIdx.x * 32LL + lane;
+  const int64_t j = block * 32LL + lane;
   float s[8];
 #pragma unroll
   for (int q = 0; q < 8; ++q) s[q] = 0.0f;
@@ -340,7 +358,24 @@ __global__ void __launch_bounds__(32 * kDbWarps) colsum_db(const uint4* __restri
   __nv_bfloat162* oh = reinterpret_cast<__nv_bfloat162*>(&o);
 #pragma unroll
   for (int q = 0; q < 4; ++q) oh[q] = __floats2bfloat162_rn(s[2 * q], s[2 * q + 1]);
-  db[j] = o;
+  a.db[j] = o;
+}
+
+static int64_t db_blocks(int64_t N8) { return (N8 + 31) / 32; }
+
+constexpr int kFoldThreads = 32 * kDbWarps;  // the fold and db kernels share a block size (the merged launch)
+
+__global__ void __launch_bounds__(kFoldThreads) fold_dtemb(FoldArgs a) { fold_dtemb_body(a, blockIdx.x, gridDim.x); }
+
+__global__ void __launch_bounds__(kFoldThreads) colsum_db(DbArgs a) { colsum_db_body(a, blockIdx.x); }
+
+// The last T block's fold and db in one launch (v12.1): db's blocks after the fold's, each block doing one of the
+// two, so the two small kernels overlap and one launch boundary goes. The adds of each are unchanged.
+__global__ void __launch_bounds__(kFoldThreads) fold_dtemb_and_db(FoldArgs f, int fold_blocks, DbArgs d) {
+  if (blockIdx.x < fold_blocks)
+    fold_dtemb_body(f, blockIdx.x, fold_blocks);
+  else
+    colsum_db_body(d, blockIdx.x - fold_blocks);
 }
 
 #if ADALN_DW_SIMT_MAX > 0
@@ -413,9 +448,10 @@ static int check_shapes(int64_t T, int64_t D, int64_t N, Err err) {
 
 // --- the three backward steps (each enqueues on `stream`, with `sms` SMs for its persistent GEMMs) -------
 
-// d_temb: per T block, the d_act GEMM(s) into the fp32 planes after the GEMM workspace at `ws`, then the fold.
-static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const float* temb, float* dtemb, int64_t T,
-                     int64_t D, int64_t N, char* ws, int sms, cudaStream_t stream, Err err) {
+// d_temb: per T block, the d_act GEMM(s) into the fp32 planes after the GEMM workspace at `ws`, then the fold;
+// db (when not null) in the last T block's fold launch.
+static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const float* temb, float* dtemb, void* db,
+                     int64_t T, int64_t D, int64_t N, char* ws, int sms, cudaStream_t stream, Err err) {
   int rc = 0;
   Chunking c = chunking(N);
   float* P = reinterpret_cast<float*>(ws + kGemmWs);
@@ -440,12 +476,18 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
                                        sms, ws, kGemmWs, stream, err)))
         return rc;
     }
-    int64_t n4 = plane / 4;
-    fold_dtemb<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(P), dact_planes(c),
-                                                      kSumsInGemm ? 1 : c.per_group, plane / 4,
-                                                      reinterpret_cast<const float4*>(temb + t0 * D),
-                                                      reinterpret_cast<float4*>(dtemb + t0 * D), n4);
-    if ((rc = check_launch(err, "d_temb fold kernel"))) return rc;
+    const int64_t n4 = plane / 4;
+    const FoldArgs f{reinterpret_cast<const float4*>(P),       dact_planes(c), kSumsInGemm ? 1 : c.per_group, n4,
+                     reinterpret_cast<const float4*>(temb + t0 * D), reinterpret_cast<float4*>(dtemb + t0 * D), n4};
+    const int fold_blocks = grid_for(n4, kFoldThreads);
+    if (db && t0 + tb >= T) {
+      const DbArgs d{reinterpret_cast<const uint4*>(dy), reinterpret_cast<uint4*>(db), T, N / 8};
+      fold_dtemb_and_db<<<int(fold_blocks + db_blocks(N / 8)), kFoldThreads, 0, stream>>>(f, fold_blocks, d);
+      if ((rc = check_launch(err, "d_temb fold and db kernel"))) return rc;
+    } else {
+      fold_dtemb<<<fold_blocks, kFoldThreads, 0, stream>>>(f);
+      if ((rc = check_launch(err, "d_temb fold kernel"))) return rc;
+    }
   }
   return ADALN_OK;
 }
@@ -470,9 +512,8 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
 }
 
 static int run_db(const void* dY, void* db, int64_t T, int64_t N, cudaStream_t stream, Err err) {
-  int64_t n8 = N / 8;
-  colsum_db<<<int((n8 + 31) / 32), 32 * kDbWarps, 0, stream>>>(reinterpret_cast<const uint4*>(dY),
-                                                                reinterpret_cast<uint4*>(db), T, n8);
+  const DbArgs d{reinterpret_cast<const uint4*>(dY), reinterpret_cast<uint4*>(db), T, N / 8};
+  colsum_db<<<int(db_blocks(N / 8)), kFoldThreads, 0, stream>>>(d);
   return check_launch(err, "db kernel");
 }
 
@@ -563,8 +604,9 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
   char* ws = reinterpret_cast<char*>(scratch);  // d_temb's GEMM workspace first, then its planes
   // db before dW (v12): right after d_act, dY is still in L2, and after dW's 520 MB write db would wait on the
   // write-back of the dirty lines dW leaves in L2 (NOTES.md "v12 run 26": 6.4 µs there against 3.3 alone).
-  if (dtemb && (rc = run_dtemb(dy, w, temb, dtemb, T, D, N, ws, sms, stream, err))) return rc;
-  if (db && (rc = run_db(dY, db, T, N, stream, err))) return rc;
+  // With d_temb, db shares the fold's launch (v12.1).
+  if (dtemb && (rc = run_dtemb(dy, w, temb, dtemb, db, T, D, N, ws, sms, stream, err))) return rc;
+  if (db && !dtemb && (rc = run_db(dY, db, T, N, stream, err))) return rc;
   if (dW) return run_dw(dy, act, dW, T, D, N, ws, sms, stream, err);
   return ADALN_OK;
 }
