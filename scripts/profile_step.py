@@ -1,7 +1,9 @@
-"""Timeline of one forward + backward step as kernel-bench times it (a CUDA graph replayed): each kernel's
-duration and the idle gap before it, median over replays, from the profiler's CUDA activity records. Says
-where a step's time goes beyond the C entry points alone (kernel-bench's second table): the boundaries
-between kernels, which no single entry point shows.
+"""Timeline of one forward + backward step as kernel-bench times it (its graph of steps back to back, replayed):
+each kernel's duration and the idle gap before it, median over the steps, from the profiler's CUDA activity
+records. Says where a step's time goes beyond the C entry points alone (kernel-bench's second table): the
+boundaries between kernels, which no single entry point shows. (Until commit dbf6023 each graph held one step,
+so the first kernel's gap was the graph's launch: the outputs committed under results/h200/kernel_bench/ from
+kb30, a4b8538 and 3f67e53 were made that way.)
 
 Usage (GPU): python3 scripts/profile_step.py -l sm90 [-l NAME=FILE.so ...] [--cublas] --sizes 64 [--replays 20]
 """
@@ -13,23 +15,11 @@ import sys
 
 import torch
 
+from adaln_bench.harness.device_time import _GraphSampler
 from adaln_bench.harness.inputs import make_params
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.kernels.bench.child import forward_and_step
 from adaln_bench.kernels.bench.subjects import cublas_subject, library_subject, parse_library
-
-
-def captured(fn, device: torch.device) -> "torch.cuda.CUDAGraph":
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
 
 
 def per_kernel(spans: list[tuple[str, float, float]], replays: int) -> list[tuple[str, float, float]]:
@@ -51,19 +41,22 @@ def per_kernel(spans: list[tuple[str, float, float]], replays: int) -> list[tupl
     return rows
 
 
-def timeline(graph: "torch.cuda.CUDAGraph", replays: int) -> list[tuple[str, float, float]]:
-    """per_kernel() of `replays` replays of `graph`, from the profiler's CUDA activity records."""
+def timeline(fn, replays: int) -> list[tuple[str, float, float]]:
+    """per_kernel() of `fn` captured as kernel-bench's device time captures it (the harness's graph sampler:
+    warm-up on a side stream, then as many calls back to back in one graph as make a measurable span), from the
+    profiler's CUDA activity records over `replays` replays."""
     from torch.profiler import ProfilerActivity, profile
 
+    sampler = _GraphSampler(fn)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
-            graph.replay()
+            sampler.graph.replay()
         torch.cuda.synchronize()
     spans = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
              if e.device_type == torch.autograd.DeviceType.CUDA
              and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
-    return per_kernel(spans, replays)
+    return per_kernel(spans, replays * sampler.calls)
 
 
 def main(argv: list[str]) -> int:
@@ -83,7 +76,7 @@ def main(argv: list[str]) -> int:
         for subject in subjects:
             forward, step = forward_and_step(subject, params, shape, tokens, device)
             for what, fn in (("fwd", forward), ("fwd+bwd", step)):
-                rows = timeline(captured(fn, device), args.replays)
+                rows = timeline(fn, args.replays)
                 total = sum(d + g for _, d, g in rows)
                 print(f"\n{subject.name} T={tokens} {what}: {len(rows)} kernels, {total:.1f} µs "
                       f"(kernels {sum(d for _, d, _ in rows):.1f}, gaps {sum(g for _, _, g in rows):.1f})")
