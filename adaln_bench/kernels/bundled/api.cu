@@ -477,7 +477,7 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
         return rc;
     }
     const int64_t n4 = plane / 4;
-    const FoldArgs f{reinterpret_cast<const float4*>(P),       dact_planes(c), kSumsInGemm ? 1 : c.per_group, n4,
+    const FoldArgs f{reinterpret_cast<const float4*>(P), dact_planes(c), kSumsInGemm ? 1 : c.per_group, n4,
                      reinterpret_cast<const float4*>(temb + t0 * D), reinterpret_cast<float4*>(dtemb + t0 * D), n4};
     const int fold_blocks = grid_for(n4, kFoldThreads);
     if (db && t0 + tb >= T) {

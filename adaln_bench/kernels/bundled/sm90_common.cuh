@@ -82,15 +82,10 @@ struct WithStoreStages<Stages, cutlass::epilogue::collective::CollectiveEpilogue
                                    cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC,
                                                                              DelayTmaStore>,
                                    Rest...>> {
-  using type = cute::conditional_t<
-      Stages == 0,
-      cutlass::epilogue::collective::CollectiveEpilogue<
-          cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>,
-          Rest...>,
-      cutlass::epilogue::collective::CollectiveEpilogue<
-          cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, (Stages > 0 ? Stages : StagesD), FragmentSize,
-                                                    ReuseSmemC, DelayTmaStore>,
-          Rest...>>;
+  using type = cutlass::epilogue::collective::CollectiveEpilogue<
+      cutlass::epilogue::Sm90TmaWarpSpecialized<StagesC, (Stages > 0 ? Stages : StagesD), FragmentSize, ReuseSmemC,
+                                                DelayTmaStore>,
+      Rest...>;
 };
 
 // One bf16 x bf16 -> fp32-accumulated GEMM with no C operand (ElementC = void): D = Fusion(acc).
