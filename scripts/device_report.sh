@@ -21,7 +21,7 @@ rc=$?
 echo "run exit $rc after $(( $(date +%s) - start )) s"
 grep -v '^\[' "$OUT/$NAME.log" | tail -c 2500
 if [ -n "${REPORT_GPU_TESTS:-}" ]; then
-  timeout "${GPU_TESTS_TIMEOUT:-180}" python3 -m pytest -q -m gpu tests/gpu -k "$REPORT_GPU_TESTS" > "$OUT/gpu-tests.log" 2>&1
+  timeout "${GPU_TESTS_TIMEOUT:-360}" python3 -m pytest -q -m gpu tests/gpu -k "$REPORT_GPU_TESTS" > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests exit $?"; tail -n 5 "$OUT/gpu-tests.log"
 fi
 exit $rc
