@@ -1,7 +1,7 @@
 """Timeline of one forward + backward step as kernel-bench times it (its graph of steps back to back, replayed):
 each kernel's duration and the idle gap before it, median over the steps, from the profiler's CUDA activity
 records. Says where a step's time goes beyond the C entry points alone (kernel-bench's second table): the
-boundaries between kernels, which no single entry point shows. (Until commit dbf6023 each graph held one step,
+boundaries between kernels, which no single entry point shows. (Before commit 20e669b each graph held one step,
 so the first kernel's gap was the graph's launch: the outputs committed under results/h200/kernel_bench/ from
 kb30, a4b8538 and 3f67e53 were made that way.)
 
