@@ -34,6 +34,8 @@ template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectS
           int EpiN = 0, int StoreStages = 0>
 struct TileConfig {
   static constexpr int store_stages = StoreStages;
+  static constexpr int stages = 0;      // operand stages: as many as fit beside the epilogue
+  static constexpr int min_blocks = 1;  // one CTA per SM: a persistent kernel
   using Tile = Shape<Int<TM>, Int<TN>, Int<TK>>;
   using EpilogueTile = cute::conditional_t<EpiN == 0, cutlass::epilogue::collective::EpilogueTileAuto,
                                            Shape<Int<(Pingpong ? 64 : (TM < 128 ? TM : 128))>, Int<EpiN>>>;
@@ -45,6 +47,29 @@ struct TileConfig {
       DirectStore, cutlass::epilogue::NoSmemWarpSpecialized,
       cute::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
                           cutlass::epilogue::TmaWarpSpecializedCooperative>>;
+};
+
+// CUTLASS's non-persistent warp-specialized kernel (one producer, one consumer warpgroup, one TM x TN tile per CTA,
+// no register reallocation), so that MinBlocks CTAs share an SM: a CTA that drains its stores or waits for its
+// operands leaves the SM to the others. Stages: operand stages (a short-K GEMM needs few), which with the
+// epilogue's buffers (the kernel overlays the two) and the register budget decide how many CTAs fit.
+template <int TM, int TN, int EpiN, int StoreStages, int Stages, int MinBlocks>
+struct BasicTileConfig {
+  static constexpr int store_stages = StoreStages;
+  static constexpr int stages = Stages;
+  static constexpr int min_blocks = MinBlocks;
+  using Tile = Shape<Int<TM>, Int<TN>, _64>;
+  using EpilogueTile = Shape<Int<(TM < 64 ? TM : 64)>, Int<EpiN>>;
+  using Cluster = Shape<_1, _1, _1>;
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecialized;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+
+// A kernel compiled for `MinBlocks` resident CTAs per SM (CUTLASS's kernels ask for one): __launch_bounds__ then
+// caps the registers a thread so that they fit.
+template <class Kernel, int MinBlocks>
+struct WithMinBlocks : Kernel {
+  static constexpr uint32_t MinBlocksPerMultiprocessor = MinBlocks;
 };
 
 // The builder's mainloop with the tensor-core accumulator restarted every `mma_promotion_interval` k16 steps
@@ -102,12 +127,15 @@ struct Sm90Gemm {
   using RegularMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, LayoutA, 8, bf16, LayoutB, 8, float,
       typename Config::Tile, typename Config::Cluster,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cute::conditional_t<(Config::stages > 0), cutlass::gemm::collective::StageCount<Config::stages>,
+                          cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+                              sizeof(typename CollectiveEpilogue::SharedStorage))>>,
       typename Config::Mainloop>::CollectiveOp;
   using CollectiveMainloop = cute::conditional_t<ChunkSums, ChunkSummed<RegularMainloop>, RegularMainloop>;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
-                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using BaseKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                          CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Kernel = cute::conditional_t<(Config::min_blocks > 1), WithMinBlocks<BaseKernel, Config::min_blocks>,
+                                     BaseKernel>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Gemm::GemmKernel::StrideA;
   using StrideB = typename Gemm::GemmKernel::StrideB;
