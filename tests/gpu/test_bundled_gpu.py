@@ -102,7 +102,7 @@ def test_accuracy_vs_fp64(fwd, t):
     _check_accuracy(fwd, t, 512, 6 * 2 * 128)
 
 
-# dW outside a GEMM (dw_mma.cu, where the path uses it: up to T = 4 on sm90, ADALN_DW_MMA_MAX on portable) and
+# dW outside a GEMM (dw_mma.cu, where the path uses it: up to T = 12 on sm90, ADALN_DW_MMA_MAX on portable) and
 # otherwise its GEMM, checked the same way: D = 2688 is whole column groups in each dw_mma tier (64, 32 and 32
 # columns a warp in 14, 14 and 12 warps), N = 1544 ends inside a 16-row block (rows zero-filled past N), T = 9 ..
 # 200 end inside a 16-wide k-step (rows zero past T); the T cover every tier's first and last k-step counts (KT =

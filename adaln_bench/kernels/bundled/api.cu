@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "gemms.h"
+#include "pdl.cuh"
 #include "status.h"
 
 #if defined(ADALN_PATH_SM90)
@@ -42,8 +43,9 @@
 // dW, a 520 MB write with little arithmetic at small T (NOTES.md, v3 run 3 and v8 runs 9-12): on CUDA cores
 // (dw_small_t) for T <= ADALN_DW_SIMT_MAX, then on tensor cores outside a GEMM (dw_mma.cu, a row-ordered store
 // stream) up to ADALN_DW_MMA_MAX (<= 256), then the dW GEMM (0 = off for either).
-// Shipped: CUDA cores at T = 1 on both paths; dw_mma up to T = 4 on the sm90 path (dW 130-135 µs against its
-// GEMM's 139-142; from T = 16 on the GEMM is faster, at T = 128 305 against 174) and up to 256 on the portable
+// Shipped: CUDA cores at T = 1 on both paths; dw_mma up to T = 12 on the sm90 path (dW 130-135 µs against its
+// GEMM's 139-142 at T <= 4; forward + backward 1-8 µs faster at T = 5-12 in v13's runs 28-29; from T = 16 on the
+// GEMM is as fast or faster, at T = 128 305 against 174) and up to 256 on the portable
 // path (v8 up to 64: 148-161 µs against CUTLASS 2's 249-298, and 130-135 against the CUDA-core kernel's 137-177
 // at T = 2-4; v10 up to 256: 283-500 µs against 387-548 at T = 100-256, NOTES.md "v10 run 18").
 #ifndef ADALN_DW_SIMT_MAX
@@ -51,7 +53,7 @@
 #endif
 #ifndef ADALN_DW_MMA_MAX
 #if defined(ADALN_PATH_SM90)
-#define ADALN_DW_MMA_MAX 4
+#define ADALN_DW_MMA_MAX 12
 #else
 #define ADALN_DW_MMA_MAX 256
 #endif
@@ -208,8 +210,9 @@ static int begin_call(int device, int* sm_count, Err err) {
   return rc ? rc : device_info(device, sm_count, err);
 }
 
-static int check_launch(Err err, const char* what) {
-  cudaError_t ce = cudaGetLastError();
+static int check_launch(cudaError_t launched, Err err, const char* what) {
+  cudaError_t last = cudaGetLastError();  // also clears it
+  cudaError_t ce = launched != cudaSuccess ? launched : last;
   if (ce != cudaSuccess) {
     set_err(err, "%s: %s", what, cudaGetErrorString(ce));
     return ADALN_LAUNCH;
@@ -227,6 +230,7 @@ static int grid_for(int64_t n, int threads) {
 
 // act = bf16(silu(x)), silu computed in fp32 as x / (1 + exp(-x)) (PyTorch's formula), rounded once.
 __global__ void silu_to_bf16(const float4* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t n4) {
+  wait_for_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     float4 v = x[i];
     float a = __fdiv_rn(v.x, __fadd_rn(1.0f, expf(-v.x)));
@@ -365,13 +369,20 @@ static int64_t db_blocks(int64_t N8) { return (N8 + 31) / 32; }
 
 constexpr int kFoldThreads = 32 * kDbWarps;  // the fold and db kernels share a block size (the merged launch)
 
-__global__ void __launch_bounds__(kFoldThreads) fold_dtemb(FoldArgs a) { fold_dtemb_body(a, blockIdx.x, gridDim.x); }
+__global__ void __launch_bounds__(kFoldThreads) fold_dtemb(FoldArgs a) {
+  wait_for_previous_kernel();
+  fold_dtemb_body(a, blockIdx.x, gridDim.x);
+}
 
-__global__ void __launch_bounds__(kFoldThreads) colsum_db(DbArgs a) { colsum_db_body(a, blockIdx.x); }
+__global__ void __launch_bounds__(kFoldThreads) colsum_db(DbArgs a) {
+  wait_for_previous_kernel();
+  colsum_db_body(a, blockIdx.x);
+}
 
 // The last T block's fold and db in one launch (v12.1): db's blocks after the fold's, each block doing one of the
 // two, so the two small kernels overlap and one launch boundary goes. The adds of each are unchanged.
 __global__ void __launch_bounds__(kFoldThreads) fold_dtemb_and_db(FoldArgs f, int fold_blocks, DbArgs d) {
+  wait_for_previous_kernel();
   if (blockIdx.x < fold_blocks)
     fold_dtemb_body(f, blockIdx.x, fold_blocks);
   else
@@ -389,6 +400,7 @@ constexpr int kDwRows = 32;             // rows of dW per block step, their dY v
 __global__ void __launch_bounds__(kDwSimtMaxThreads) dw_small_t(const __nv_bfloat16* __restrict__ dY,
                                                                 const uint4* __restrict__ act,
                                                                 uint4* __restrict__ dW, int T, int64_t N, int D8) {
+  wait_for_previous_kernel();
   __shared__ float g[ADALN_DW_SIMT_MAX][kDwRows];
   const int c = threadIdx.x;
   uint4 a[ADALN_DW_SIMT_MAX];
@@ -482,11 +494,12 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
     const int fold_blocks = grid_for(n4, kFoldThreads);
     if (db && t0 + tb >= T) {
       const DbArgs d{reinterpret_cast<const uint4*>(dy), reinterpret_cast<uint4*>(db), T, N / 8};
-      fold_dtemb_and_db<<<int(fold_blocks + db_blocks(N / 8)), kFoldThreads, 0, stream>>>(f, fold_blocks, d);
-      if ((rc = check_launch(err, "d_temb fold and db kernel"))) return rc;
+      cudaError_t ce = launch_kernel(fold_dtemb_and_db, dim3(unsigned(fold_blocks + db_blocks(N / 8))),
+                                     dim3(kFoldThreads), 0, stream, f, fold_blocks, d);
+      if ((rc = check_launch(ce, err, "d_temb fold and db kernel"))) return rc;
     } else {
-      fold_dtemb<<<fold_blocks, kFoldThreads, 0, stream>>>(f);
-      if ((rc = check_launch(err, "d_temb fold kernel"))) return rc;
+      cudaError_t ce = launch_kernel(fold_dtemb, dim3(unsigned(fold_blocks)), dim3(kFoldThreads), 0, stream, f);
+      if ((rc = check_launch(ce, err, "d_temb fold kernel"))) return rc;
     }
   }
   return ADALN_OK;
@@ -502,9 +515,10 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
     int per_sm = 1;  // as many blocks as fit at once (registers limit it), each walking its share of rows
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dw_small_t, threads, 0);
     const int64_t steps = (N + kDwRows - 1) / kDwRows, resident = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
-    dw_small_t<<<int(steps < resident ? steps : resident), threads, 0, stream>>>(
-        dy, reinterpret_cast<const uint4*>(act), reinterpret_cast<uint4*>(dW), int(T), N, d8);
-    return check_launch(err, "dW kernel (CUDA cores)");
+    cudaError_t ce = launch_kernel(dw_small_t, dim3(unsigned(steps < resident ? steps : resident)),
+                                   dim3(unsigned(threads)), 0, stream, dy, reinterpret_cast<const uint4*>(act),
+                                   reinterpret_cast<uint4*>(dW), int(T), N, d8);
+    return check_launch(ce, err, "dW kernel (CUDA cores)");
   }
 #endif
   if (T <= ADALN_DW_MMA_MAX && dw_mma_fits(T, D, N)) return dw_mma(dy, act, dW, T, D, N, sms, stream, err);
@@ -513,8 +527,8 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
 
 static int run_db(const void* dY, void* db, int64_t T, int64_t N, cudaStream_t stream, Err err) {
   const DbArgs d{reinterpret_cast<const uint4*>(dY), reinterpret_cast<uint4*>(db), T, N / 8};
-  colsum_db<<<int(db_blocks(N / 8)), kFoldThreads, 0, stream>>>(d);
-  return check_launch(err, "db kernel");
+  cudaError_t ce = launch_kernel(colsum_db, dim3(unsigned(db_blocks(N / 8))), dim3(kFoldThreads), 0, stream, d);
+  return check_launch(ce, err, "db kernel");
 }
 
 }  // namespace adaln
@@ -563,9 +577,9 @@ ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, voi
   if ((rc = begin_call(device, &sms, err))) return rc;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
   int64_t n4 = T * D / 4;
-  silu_to_bf16<<<grid_for(n4, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(temb),
-                                                      reinterpret_cast<__nv_bfloat162*>(act), n4);
-  if ((rc = check_launch(err, "silu kernel"))) return rc;
+  cudaError_t ce = launch_kernel(silu_to_bf16, dim3(unsigned(grid_for(n4, 256))), dim3(256), 0, stream,
+                                 reinterpret_cast<const float4*>(temb), reinterpret_cast<__nv_bfloat162*>(act), n4);
+  if ((rc = check_launch(ce, err, "silu kernel"))) return rc;
   return gemm_fwd(W, act, b, Y, T, D, N, sms, ws, ws_bytes, stream, err);
 }
 

@@ -39,7 +39,7 @@ ABI_VERSION = 3  # 2: entry points take the device index; adaln_status_name. 3: 
 READABLE_ABI_VERSIONS = (2, ABI_VERSION)
 LIB_NAME = "libadaln_bundled.so"
 
-COMMON_HEADERS = ("gemms.h", "status.h", "cutlass_run.cuh", "sm90_config.h")
+COMMON_HEADERS = ("gemms.h", "status.h", "cutlass_run.cuh", "pdl.cuh", "sm90_config.h")
 PATH_SOURCES = {
     "sm90": ("api.cu", "sm90_fwd.cu", "sm90_dact.cu", "sm90_dw.cu", "dw_mma.cu"),
     "portable": ("api.cu", "portable_gemms.cu", "dw_mma.cu"),

@@ -13,7 +13,8 @@ namespace adaln {
 void reset_descriptor_failures();
 int descriptor_failures(int* first_result);
 
-template <class Gemm>
+// Pdl (CUTLASS 3 only): launched with programmatic stream serialization (pdl.cuh).
+template <class Gemm, bool Pdl = false>
 int run_cutlass(typename Gemm::Arguments const& args, void* ws, size_t ws_bytes, cudaStream_t stream, Err err,
                 const char* what) {
   Gemm gemm;
@@ -39,7 +40,10 @@ int run_cutlass(typename Gemm::Arguments const& args, void* ws, size_t ws_bytes,
             cudaGetErrorString(cudaGetLastError()));
     return ADALN_GEMM_INITIALIZE;
   }
-  st = gemm.run(stream);
+  if constexpr (Pdl)
+    st = gemm.run(stream, nullptr, true);
+  else
+    st = gemm.run(stream);
   cudaError_t ce = cudaGetLastError();
   if (st != cutlass::Status::kSuccess || ce != cudaSuccess) {
     set_err(err, "%s: CUTLASS run failed: %s / %s", what, cutlassGetStatusString(st), cudaGetErrorString(ce));

@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "gemms.h"
+#include "pdl.cuh"
 #include "status.h"
 
 namespace adaln {
@@ -160,6 +161,7 @@ template <int KT, class Cfg>
 __global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
     dw_mma_kernel(const __nv_bfloat16* __restrict__ dY, const __nv_bfloat16* __restrict__ act,
                   __nv_bfloat16* __restrict__ dW, int T, int N, int D, int groups) {
+  wait_for_previous_kernel();
   constexpr int NJ = Cfg::NJ, MR = Cfg::MR, kRows = Cfg::kRows, kStageRow = Cfg::kStageRow;
   constexpr int kRowBytes = 16 * NJ;  // bytes of one output row of the warp
   constexpr int kInStage = Cfg::in_stage_bytes(KT);
@@ -301,10 +303,11 @@ int launch(const void* dY, const void* act, void* dW, int T, int N, int D, int w
     return ADALN_LAUNCH;
   }
   const int slots = sms * Cfg::kBlocks, per_group = slots / groups > 0 ? slots / groups : 1;
-  dw_mma_kernel<KT, Cfg><<<per_group * groups, warps * 32, bytes, stream>>>(
-      static_cast<const __nv_bfloat16*>(dY), static_cast<const __nv_bfloat16*>(act),
-      static_cast<__nv_bfloat16*>(dW), T, N, D, groups);
-  ce = cudaGetLastError();
+  ce = launch_kernel(dw_mma_kernel<KT, Cfg>, dim3(unsigned(per_group * groups)), dim3(unsigned(warps * 32)), bytes,
+                     stream, static_cast<const __nv_bfloat16*>(dY), static_cast<const __nv_bfloat16*>(act),
+                     static_cast<__nv_bfloat16*>(dW), T, N, D, groups);
+  cudaError_t last = cudaGetLastError();  // also clears it
+  if (ce == cudaSuccess) ce = last;
   if (ce != cudaSuccess) {
     set_err(err, "dW kernel (mma.sync) launch: %s", cudaGetErrorString(ce));
     return ADALN_LAUNCH;

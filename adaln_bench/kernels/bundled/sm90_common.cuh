@@ -2,7 +2,8 @@
 // `Sm90Gemm` is the one place a GEMM of this path is assembled (the forward, d_act and dW files only pick
 // operand layouts, output type, epilogue and a tile configuration from sm90_config.h).
 #pragma once
-#include "tma_guard.cuh"  // first: before any CuTe header (see there)
+#include "sm90_config.h"  // first: it may turn on CUTLASS's grid dependency control (ADALN_PDL)
+#include "tma_guard.cuh"  // before any CuTe header (see there)
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -15,7 +16,7 @@
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "cutlass_run.cuh"
 #include "gemms.h"
-#include "sm90_config.h"
+#include "pdl.cuh"
 
 namespace adaln {
 using namespace cute;
@@ -34,8 +35,6 @@ template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectS
           int EpiN = 0, int StoreStages = 0>
 struct TileConfig {
   static constexpr int store_stages = StoreStages;
-  static constexpr int stages = 0;      // operand stages: as many as fit beside the epilogue
-  static constexpr int min_blocks = 1;  // one CTA per SM: a persistent kernel
   using Tile = Shape<Int<TM>, Int<TN>, Int<TK>>;
   using EpilogueTile = cute::conditional_t<EpiN == 0, cutlass::epilogue::collective::EpilogueTileAuto,
                                            Shape<Int<(Pingpong ? 64 : (TM < 128 ? TM : 128))>, Int<EpiN>>>;
@@ -47,29 +46,6 @@ struct TileConfig {
       DirectStore, cutlass::epilogue::NoSmemWarpSpecialized,
       cute::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
                           cutlass::epilogue::TmaWarpSpecializedCooperative>>;
-};
-
-// CUTLASS's non-persistent warp-specialized kernel (one producer, one consumer warpgroup, one TM x TN tile per CTA,
-// no register reallocation), so that MinBlocks CTAs share an SM: a CTA that drains its stores or waits for its
-// operands leaves the SM to the others. Stages: operand stages (a short-K GEMM needs few), which with the
-// epilogue's buffers (the kernel overlays the two) and the register budget decide how many CTAs fit.
-template <int TM, int TN, int EpiN, int StoreStages, int Stages, int MinBlocks>
-struct BasicTileConfig {
-  static constexpr int store_stages = StoreStages;
-  static constexpr int stages = Stages;
-  static constexpr int min_blocks = MinBlocks;
-  using Tile = Shape<Int<TM>, Int<TN>, _64>;
-  using EpilogueTile = Shape<Int<(TM < 64 ? TM : 64)>, Int<EpiN>>;
-  using Cluster = Shape<_1, _1, _1>;
-  using Mainloop = cutlass::gemm::KernelTmaWarpSpecialized;
-  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
-};
-
-// A kernel compiled for `MinBlocks` resident CTAs per SM (CUTLASS's kernels ask for one): __launch_bounds__ then
-// caps the registers a thread so that they fit.
-template <class Kernel, int MinBlocks>
-struct WithMinBlocks : Kernel {
-  static constexpr uint32_t MinBlocksPerMultiprocessor = MinBlocks;
 };
 
 // The builder's mainloop with the tensor-core accumulator restarted every `mma_promotion_interval` k16 steps
@@ -127,16 +103,14 @@ struct Sm90Gemm {
   using RegularMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, LayoutA, 8, bf16, LayoutB, 8, float,
       typename Config::Tile, typename Config::Cluster,
-      cute::conditional_t<(Config::stages > 0), cutlass::gemm::collective::StageCount<Config::stages>,
-                          cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-                              sizeof(typename CollectiveEpilogue::SharedStorage))>>,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Config::Mainloop>::CollectiveOp;
   using CollectiveMainloop = cute::conditional_t<ChunkSums, ChunkSummed<RegularMainloop>, RegularMainloop>;
-  using BaseKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
-                                                          CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
-  using Kernel = cute::conditional_t<(Config::min_blocks > 1), WithMinBlocks<BaseKernel, Config::min_blocks>,
-                                     BaseKernel>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static constexpr bool pdl = ADALN_PDL;  // launch with programmatic stream serialization (pdl.cuh)
   using StrideA = typename Gemm::GemmKernel::StrideA;
   using StrideB = typename Gemm::GemmKernel::StrideB;
   using StrideD = typename Gemm::GemmKernel::StrideD;

@@ -23,6 +23,15 @@
 // 25"): dW up to 64 rows in 64x96 epilogue subtiles with 4 store stages (was 64x192 with 2).
 #pragma once
 
+// Programmatic dependent launch for every kernel of a call (pdl.cuh); CUTLASS's kernels then wait for the
+// previous kernel before their first load. 0 = off.
+#ifndef ADALN_PDL
+#define ADALN_PDL 0
+#endif
+#if ADALN_PDL && !defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+#define CUTLASS_ENABLE_GDC_FOR_SM90 1
+#endif
+
 #ifndef ADALN_FWD_TIER0_MAX
 #define ADALN_FWD_TIER0_MAX 16
 #endif
@@ -212,30 +221,6 @@
 #ifndef ADALN_DW_TIER0_EPI_N
 #define ADALN_DW_TIER0_EPI_N 96
 #endif
-// dW's tier 0 on CUTLASS's non-persistent kernel instead (1; 0 = the persistent tile above): D on the GEMM's M
-// side (dW^T = act^T dY, so a grid row of CTAs covers whole rows of dW), TM columns of D x TN rows of dW a CTA,
-// epilogue subtiles TM x EPI_N, STAGES operand stages, compiled for MIN_BLOCKS CTAs an SM (sm90_dw.cu).
-#ifndef ADALN_DW_TIER0_BASIC
-#define ADALN_DW_TIER0_BASIC 0
-#endif
-#ifndef ADALN_DW_BASIC_TM
-#define ADALN_DW_BASIC_TM 64
-#endif
-#ifndef ADALN_DW_BASIC_TN
-#define ADALN_DW_BASIC_TN 192
-#endif
-#ifndef ADALN_DW_BASIC_EPI_N
-#define ADALN_DW_BASIC_EPI_N 32
-#endif
-#ifndef ADALN_DW_BASIC_STORE_STAGES
-#define ADALN_DW_BASIC_STORE_STAGES 0
-#endif
-#ifndef ADALN_DW_BASIC_STAGES
-#define ADALN_DW_BASIC_STAGES 2
-#endif
-#ifndef ADALN_DW_BASIC_MIN_BLOCKS
-#define ADALN_DW_BASIC_MIN_BLOCKS 2
-#endif
 #ifndef ADALN_DW_CLUSTER_N
 #define ADALN_DW_CLUSTER_N 1
 #endif
@@ -270,7 +255,4 @@
   " stores " ADALN_STR(ADALN_DW_STORE_STAGES) " (T<=" ADALN_STR(ADALN_DW_TIER0_MAX) ": " ADALN_STR(ADALN_DW_TIER0_TM) "x"      \
   ADALN_STR(ADALN_DW_TIER0_TN) " pp=" ADALN_STR(ADALN_DW_TIER0_PINGPONG) " cluster " ADALN_STR(ADALN_DW_TIER0_CLUSTER_M)   \
   "x1 epi_n=" ADALN_STR(ADALN_DW_TIER0_EPI_N) " stores " ADALN_STR(ADALN_DW_TIER0_STORE_STAGES) ")"                       \
-  "; dW tier 0 non-persistent=" ADALN_STR(ADALN_DW_TIER0_BASIC) " (" ADALN_STR(ADALN_DW_BASIC_TM) "x"                    \
-  ADALN_STR(ADALN_DW_BASIC_TN) " epi_n=" ADALN_STR(ADALN_DW_BASIC_EPI_N) " stores " ADALN_STR(ADALN_DW_BASIC_STORE_STAGES) \
-  " stages " ADALN_STR(ADALN_DW_BASIC_STAGES) " ctas/sm " ADALN_STR(ADALN_DW_BASIC_MIN_BLOCKS) ")"                       \
-  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
+  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; pdl=" ADALN_STR(ADALN_PDL)

@@ -24,7 +24,7 @@ struct LaunchDact {
     auto args = G::arguments(cutlass::gemm::GemmUniversalMode::kBatched, D, Tb, klen, L, W, sa, dY, sb, sums, sd,
                              sm_count);
     args.mainloop.mma_promotion_interval = uint32_t(kchunk / kMmaK);
-    return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
+    return run_cutlass<typename G::Gemm, G::pdl>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
   }
 };
 }  // namespace

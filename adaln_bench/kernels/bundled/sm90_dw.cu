@@ -18,39 +18,12 @@ struct LaunchDw {
     typename G::StrideB sb = make_stride(_1{}, D, int64_t(0));  // (n=d, k=t) -> act[t*D + d]
     typename G::StrideD sd = make_stride(D, _1{}, int64_t(0));  // (m=n, n=d) -> dW[n*D + d]
     auto args = G::arguments(cutlass::gemm::GemmUniversalMode::kGemm, N, D, T, 1, dY, sa, act, sb, dW, sd, sm_count);
-    return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
-  }
-};
-
-// The same GEMM transposed, dW^T[d, n] = sum_t act[t, d] * dY[t, n]: D on M, the rows of dW on N, dW^T
-// column-major (= dW row-major). CUTLASS's non-persistent kernel walks its grid along M first, so the CTAs
-// that run together cover whole rows of dW (the order the store benchmark found fast: NOTES.md).
-template <class Config>
-struct DOnM : Config {};
-
-template <class Config>
-struct LaunchDw<DOnM<Config>> {
-  using G = Sm90Gemm<Config, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, bf16,
-                     cutlass::layout::ColumnMajor, 8, Fusion>;
-  static int run(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
-                 size_t ws_bytes, cudaStream_t stream, Err err) {
-    typename G::StrideA sa = make_stride(_1{}, D, int64_t(0));  // (m=d, k=t) -> act[t*D + d]
-    typename G::StrideB sb = make_stride(_1{}, N, int64_t(0));  // (n=n, k=t) -> dY[t*N + n]
-    typename G::StrideD sd = make_stride(_1{}, D, int64_t(0));  // (m=d, n=n) -> dW[n*D + d]
-    auto args = G::arguments(cutlass::gemm::GemmUniversalMode::kGemm, D, N, T, 1, act, sa, dY, sb, dW, sd, sm_count);
-    return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90, non-persistent)");
+    return run_cutlass<typename G::Gemm, G::pdl>(args, ws, ws_bytes, stream, err, "dW GEMM (sm90)");
   }
 };
 
 template <int TM, int TN, int ClusterM, bool Pingpong, int ClusterN, int EpiN, int StoreStages>
 using DwConfig = TileConfig<TM, TN, ClusterM, Pingpong, 64, ADALN_DW_DIRECT_STORE, ClusterN, EpiN, StoreStages>;
-
-using DwTier0 = cute::conditional_t<
-    bool(ADALN_DW_TIER0_BASIC),
-    DOnM<BasicTileConfig<ADALN_DW_BASIC_TM, ADALN_DW_BASIC_TN, ADALN_DW_BASIC_EPI_N, ADALN_DW_BASIC_STORE_STAGES,
-                         ADALN_DW_BASIC_STAGES, ADALN_DW_BASIC_MIN_BLOCKS>>,
-    DwConfig<ADALN_DW_TIER0_TM, ADALN_DW_TIER0_TN, ADALN_DW_TIER0_CLUSTER_M, ADALN_DW_TIER0_PINGPONG, 1,
-             ADALN_DW_TIER0_EPI_N, ADALN_DW_TIER0_STORE_STAGES>>;
 }  // namespace
 
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
@@ -59,7 +32,9 @@ int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int
       TokenTiers<LaunchDw,
                  DwConfig<ADALN_DW_TM, ADALN_DW_TN, ADALN_DW_CLUSTER_M, ADALN_DW_PINGPONG, ADALN_DW_CLUSTER_N,
                           ADALN_DW_EPI_N, ADALN_DW_STORE_STAGES>,
-                 Tier<ADALN_DW_TIER0_MAX, DwTier0>>;
+                 Tier<ADALN_DW_TIER0_MAX, DwConfig<ADALN_DW_TIER0_TM, ADALN_DW_TIER0_TN, ADALN_DW_TIER0_CLUSTER_M,
+                                                   ADALN_DW_TIER0_PINGPONG, 1, ADALN_DW_TIER0_EPI_N,
+                                                   ADALN_DW_TIER0_STORE_STAGES>>>;
   return Tiers::run(T, dY, act, dW, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln

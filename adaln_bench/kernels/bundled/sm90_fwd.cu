@@ -22,7 +22,7 @@ struct LaunchFwd {
     using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
     args.scheduler.raster_order = ADALN_FWD_RASTER_ALONG_M ? Raster::AlongM : Raster::AlongN;
     args.scheduler.max_swizzle_size = ADALN_FWD_SWIZZLE;
-    return run_cutlass<typename G::Gemm>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
+    return run_cutlass<typename G::Gemm, G::pdl>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
   }
 };
 }  // namespace
