@@ -84,6 +84,10 @@ def test_library_compiles_and_exports_c_interface(built):
     assert ("wgmma" in lib.path_name) == (target.path == "sm90")
     # shipped sm90 recipe: token tiers from a 16-wide tile up (bit-identical on the H200)
     assert "dW" in lib.config and ("T<=16 128x16x128" in lib.config or target.path == "portable")
+    # v13: programmatic dependent launch on the sm90 path only (CUTLASS 2 has no grid dependency control);
+    # dW outside a GEMM up to 12 rows on sm90, 256 on the portable path
+    assert ("pdl=1" in lib.config) == (target.path == "sm90") and "pdl=0" not in lib.config
+    assert lib.config.endswith("outside a GEMM for T<=" + ("12" if target.path == "sm90" else "256"))
     # the d_temb reduction depends on N only: (chunk, chunks, chunks per group); the T block is the path's
     block = 2048 if target.path == "sm90" else 512
     assert lib.chunking(96768) == (4032, 24, 4, block)

@@ -23,11 +23,9 @@
 // 25"): dW up to 64 rows in 64x96 epilogue subtiles with 4 store stages (was 64x192 with 2).
 #pragma once
 
-// Programmatic dependent launch for every kernel of a call (pdl.cuh); CUTLASS's kernels then wait for the
-// previous kernel before their first load. 0 = off.
-#ifndef ADALN_PDL
-#define ADALN_PDL 0
-#endif
+// Programmatic dependent launch for every kernel of a call (the knob ADALN_PDL and its default: pdl.cuh);
+// CUTLASS's kernels then wait for the previous kernel before their first load.
+#include "pdl.cuh"
 #if ADALN_PDL && !defined(CUTLASS_ENABLE_GDC_FOR_SM90)
 #define CUTLASS_ENABLE_GDC_FOR_SM90 1
 #endif
