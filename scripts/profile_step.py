@@ -1,7 +1,9 @@
 """Timeline of one forward + backward step as kernel-bench times it (its graph of steps back to back, replayed):
 each kernel's duration and the idle gap before it, median over the steps, from the profiler's CUDA activity
 records. Says where a step's time goes beyond the C entry points alone (kernel-bench's second table): the
-boundaries between kernels, which no single entry point shows. (Before commit 20e669b each graph held one step,
+boundaries between kernels, which no single entry point shows. A negative gap is an overlap: with programmatic
+dependent launch (the sm90 path since v13) a kernel's first block may start, and wait, before the kernel before
+it ends. (Before commit 20e669b each graph held one step,
 so the first kernel's gap was the graph's launch: the outputs committed under results/h200/kernel_bench/ from
 kb30, a4b8538 and 3f67e53 were made that way.)
 
@@ -15,7 +17,7 @@ import sys
 
 import torch
 
-from adaln_bench.harness.device_time import _GraphSampler
+from adaln_bench.harness.device_time import GraphSampler
 from adaln_bench.harness.inputs import make_params
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.kernels.bench.child import forward_and_step
@@ -47,7 +49,7 @@ def timeline(fn, replays: int) -> list[tuple[str, float, float]]:
     profiler's CUDA activity records over `replays` replays."""
     from torch.profiler import ProfilerActivity, profile
 
-    sampler = _GraphSampler(fn)
+    sampler = GraphSampler(fn)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):

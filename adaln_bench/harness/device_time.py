@@ -18,7 +18,7 @@ reached; the estimate and the reason sampling stopped are recorded. The SM clock
 and `throttled` says when it dropped.
 
 The sampling logic is pure and takes its timer from the caller, so it is tested on the CPU; the CUDA part
-is in `_GraphSampler`, `_QueuedSampler` and `measure_device_time`. On the CPU `measure_device_time`
+is in `GraphSampler`, `_QueuedSampler` and `measure_device_time`. On the CPU `measure_device_time`
 returns None: there is no device time to take.
 """
 from __future__ import annotations
@@ -225,7 +225,7 @@ def _event_pairs(k: int):
     return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
 
 
-class _GraphSampler:
+class GraphSampler:
     """`calls` calls captured in one CUDA graph; a sample is one replay between two events."""
 
     method: Method = "cuda_graph"
@@ -391,7 +391,7 @@ def measure_device_time(fn: Callable[[], object], device, method: str = "auto",
 
         def graph(f):
             try:
-                return _GraphSampler(f)
+                return GraphSampler(f)
             except Exception:
                 try:  # let the failed capture's work drain before the queued fallback starts
                     torch.cuda.synchronize()
@@ -448,7 +448,7 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], device,
     if device.type != "cuda" or not torch.cuda.is_available():
         raise DeviceTimeError("interleaved device time needs CUDA")
     with torch.cuda.device(device):
-        samplers = {name: _GraphSampler(fn) for name, fn in fns.items()}
+        samplers = {name: GraphSampler(fn) for name, fn in fns.items()}
         before, source = read_sm_clock(device)
         sampled = sample_interleaved({name: s.take for name, s in samplers.items()}, rule)
         after, _ = read_sm_clock(device)
