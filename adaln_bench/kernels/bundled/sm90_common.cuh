@@ -31,14 +31,10 @@ using bf16 = cutlass::bfloat16_t;
 // is stored in rows of EpiN elements, 64 bytes at the default, so a write-bound GEMM may want it wider.
 // StoreStages: subtiles whose TMA store may be in flight while the next is written (0: the builder's choice,
 // min(subtiles a tile, 2)); a write-bound GEMM may want more.
-// SplitStores (pingpong only): each consumer warpgroup its own store buffers and no drain at the end of a tile
-// (`PerWarpgroupStores` below).
 template <int TM, int TN, int ClusterM, bool Pingpong, int TK = 64, bool DirectStore = false, int ClusterN = 1,
-          int EpiN = 0, int StoreStages = 0, bool SplitStores = false>
+          int EpiN = 0, int StoreStages = 0>
 struct TileConfig {
-  static_assert(Pingpong || !SplitStores, "SplitStores is for the pingpong kernel's two epilogue warpgroups");
   static constexpr int store_stages = StoreStages;
-  static constexpr bool split_stores = SplitStores;
   using Tile = Shape<Int<TM>, Int<TN>, Int<TK>>;
   using EpilogueTile = cute::conditional_t<EpiN == 0, cutlass::epilogue::collective::EpilogueTileAuto,
                                            Shape<Int<(Pingpong ? 64 : (TM < 128 ? TM : 128))>, Int<EpiN>>>;
@@ -93,76 +89,17 @@ struct WithStoreStages<Stages, cutlass::epilogue::collective::CollectiveEpilogue
       Rest...>;
 };
 
-// The builder's TMA epilogue for the pingpong kernel with one set of store buffers per consumer warpgroup. The
-// pingpong kernel drains a warpgroup's TMA stores at the end of each tile (store_tail) before the other
-// warpgroup may start its epilogue, because the two share the buffers; a write-bound GEMM then stores from one
-// warpgroup at a time with a drain between tiles. With a set each, store_tail does nothing and a warpgroup's
-// stores stay in flight while the other's epilogue runs. Each warpgroup walks its own ring of buffers (the
-// kernel's store state skips the other warpgroup's turns, which would let a buffer be rewritten while this
-// warpgroup's own store still reads it), and drains when the kernel is done with the collective (destructor).
-// The two epilogues still run one after the other (the kernel's order barrier), so their named barrier is never
-// shared. Only for fusions without shared memory of their own (dW's plain conversion).
-template <class Base>
-struct PerWarpgroupStores : Base {
-  using typename Base::LoadPipeline;
-  using typename Base::LoadPipelineState;
-  using typename Base::StorePipeline;
-  using typename Base::StorePipelineState;
-  struct TensorStorage {
-    typename Base::TensorStorage wg[2];
-  };
-  using PipelineStorage = typename Base::PipelineStorage;
-  struct SharedStorage {
-    TensorStorage tensors;
-    PipelineStorage pipeline;
-  };
-
-  CUTLASS_HOST_DEVICE PerWarpgroupStores(typename Base::Params const& params, TensorStorage& shared)
-      : Base(params, shared.wg[0]) {}
-  CUTLASS_HOST_DEVICE ~PerWarpgroupStores() { cute::tma_store_wait<0>(); }
-
-  // Never called for dW (no C to load); here so that the kernel's call compiles with this storage.
-  template <class Problem, class TileShape, class TileCoord, class TiledMma>
-  CUTLASS_DEVICE auto load(LoadPipeline pipeline, LoadPipelineState state, Problem problem, TileShape tile,
-                           TileCoord coord, TiledMma mma, int thread_idx, TensorStorage& shared) {
-    return Base::load(pipeline, state, problem, tile, coord, mma, thread_idx, shared.wg[0]);
-  }
-
-  template <class Problem, class TileShape, class TileCoord, class AccEngine, class AccLayout, class TiledMma>
-  CUTLASS_DEVICE auto store(LoadPipeline load_pipeline, LoadPipelineState load_state, StorePipeline store_pipeline,
-                            StorePipelineState kernel_state, Problem problem, TileShape tile, TileCoord coord,
-                            cute::Tensor<AccEngine, AccLayout> acc, TiledMma mma, int thread_idx,
-                            TensorStorage& shared) {
-    const int wg = cutlass::canonical_warp_group_idx() > 1 ? 1 : 0;  // the consumer warpgroups are 1 and 2
-    auto [load_next, own_next] = Base::store(load_pipeline, load_state, store_pipeline, own_, problem, tile, coord,
-                                             acc, mma, thread_idx, shared.wg[wg]);
-    kernel_state.advance(int(own_next.count() - own_.count()));  // what the kernel expects back
-    own_ = own_next;
-    return cute::make_tuple(load_next, kernel_state);
-  }
-
-  CUTLASS_DEVICE auto store_tail(LoadPipeline, LoadPipelineState load_state, StorePipeline,
-                                 StorePipelineState kernel_state) {
-    return cute::make_tuple(load_state, kernel_state);
-  }
-
- private:
-  StorePipelineState own_ = cutlass::make_producer_start_state<StorePipeline>();
-};
-
 // One bf16 x bf16 -> fp32-accumulated GEMM with no C operand (ElementC = void): D = Fusion(acc).
 // ChunkSums: the mainloop above (the caller sets the interval in the mainloop arguments).
 template <class Config, class LayoutA, class LayoutB, class ElementD, class LayoutD, int AlignD, class Fusion,
           bool ChunkSums = false>
 struct Sm90Gemm {
-  using BuilderEpilogue = typename WithStoreStages<
+  using CollectiveEpilogue = typename WithStoreStages<
       Config::store_stages,
       typename cutlass::epilogue::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::Tile, typename Config::Cluster,
           typename Config::EpilogueTile, float, float, void, LayoutD, AlignD, ElementD, LayoutD, AlignD,
           typename Config::Epilogue, Fusion>::CollectiveOp>::type;
-  using CollectiveEpilogue =
-      cute::conditional_t<Config::split_stores, PerWarpgroupStores<BuilderEpilogue>, BuilderEpilogue>;
   using RegularMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, bf16, LayoutA, 8, bf16, LayoutB, 8, float,
       typename Config::Tile, typename Config::Cluster,

@@ -219,11 +219,6 @@
 #ifndef ADALN_DW_TIER0_EPI_N
 #define ADALN_DW_TIER0_EPI_N 96
 #endif
-// 1: tier 0's two consumer warpgroups store from buffers of their own, with no drain between tiles
-// (sm90_common.cuh `PerWarpgroupStores`); 0: CUTLASS's pingpong epilogue.
-#ifndef ADALN_DW_TIER0_SPLIT_STORES
-#define ADALN_DW_TIER0_SPLIT_STORES 0
-#endif
 #ifndef ADALN_DW_CLUSTER_N
 #define ADALN_DW_CLUSTER_N 1
 #endif
@@ -257,6 +252,5 @@
   ADALN_STR(ADALN_DW_CLUSTER_N) " pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct=" ADALN_STR(ADALN_DW_DIRECT_STORE) " epi_n=" ADALN_STR(ADALN_DW_EPI_N)          \
   " stores " ADALN_STR(ADALN_DW_STORE_STAGES) " (T<=" ADALN_STR(ADALN_DW_TIER0_MAX) ": " ADALN_STR(ADALN_DW_TIER0_TM) "x"      \
   ADALN_STR(ADALN_DW_TIER0_TN) " pp=" ADALN_STR(ADALN_DW_TIER0_PINGPONG) " cluster " ADALN_STR(ADALN_DW_TIER0_CLUSTER_M)   \
-  "x1 epi_n=" ADALN_STR(ADALN_DW_TIER0_EPI_N) " stores " ADALN_STR(ADALN_DW_TIER0_STORE_STAGES) " split="       \
-  ADALN_STR(ADALN_DW_TIER0_SPLIT_STORES) ")"                       \
+  "x1 epi_n=" ADALN_STR(ADALN_DW_TIER0_EPI_N) " stores " ADALN_STR(ADALN_DW_TIER0_STORE_STAGES) ")"                       \
   "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; pdl=" ADALN_STR(ADALN_PDL)

@@ -22,9 +22,8 @@ struct LaunchDw {
   }
 };
 
-template <int TM, int TN, int ClusterM, bool Pingpong, int ClusterN, int EpiN, int StoreStages, bool Split = false>
-using DwConfig =
-    TileConfig<TM, TN, ClusterM, Pingpong, 64, ADALN_DW_DIRECT_STORE, ClusterN, EpiN, StoreStages, Split>;
+template <int TM, int TN, int ClusterM, bool Pingpong, int ClusterN, int EpiN, int StoreStages>
+using DwConfig = TileConfig<TM, TN, ClusterM, Pingpong, 64, ADALN_DW_DIRECT_STORE, ClusterN, EpiN, StoreStages>;
 }  // namespace
 
 int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int64_t N, int sm_count, void* ws,
@@ -35,7 +34,7 @@ int gemm_dw(const void* dY, const void* act, void* dW, int64_t T, int64_t D, int
                           ADALN_DW_EPI_N, ADALN_DW_STORE_STAGES>,
                  Tier<ADALN_DW_TIER0_MAX, DwConfig<ADALN_DW_TIER0_TM, ADALN_DW_TIER0_TN, ADALN_DW_TIER0_CLUSTER_M,
                                                    ADALN_DW_TIER0_PINGPONG, 1, ADALN_DW_TIER0_EPI_N,
-                                                   ADALN_DW_TIER0_STORE_STAGES, bool(ADALN_DW_TIER0_SPLIT_STORES)>>>;
+                                                   ADALN_DW_TIER0_STORE_STAGES>>>;
   return Tiers::run(T, dY, act, dW, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
