@@ -210,9 +210,7 @@ static int begin_call(int device, int* sm_count, Err err) {
   return rc ? rc : device_info(device, sm_count, err);
 }
 
-static int check_launch(cudaError_t launched, Err err, const char* what) {
-  cudaError_t last = cudaGetLastError();  // also clears it
-  cudaError_t ce = launched != cudaSuccess ? launched : last;
+static int check_launch(cudaError_t ce, Err err, const char* what) {  // ce: launch_kernel's result (pdl.cuh)
   if (ce != cudaSuccess) {
     set_err(err, "%s: %s", what, cudaGetErrorString(ce));
     return ADALN_LAUNCH;

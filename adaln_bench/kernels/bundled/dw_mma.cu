@@ -306,8 +306,6 @@ int launch(const void* dY, const void* act, void* dW, int T, int N, int D, int w
   ce = launch_kernel(dw_mma_kernel<KT, Cfg>, dim3(unsigned(per_group * groups)), dim3(unsigned(warps * 32)), bytes,
                      stream, static_cast<const __nv_bfloat16*>(dY), static_cast<const __nv_bfloat16*>(act),
                      static_cast<__nv_bfloat16*>(dW), T, N, D, groups);
-  cudaError_t last = cudaGetLastError();  // also clears it
-  if (ce == cudaSuccess) ce = last;
   if (ce != cudaSuccess) {
     set_err(err, "dW kernel (mma.sync) launch: %s", cudaGetErrorString(ce));
     return ADALN_LAUNCH;

@@ -25,6 +25,7 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialization attribute under ADALN_PDL.
+// Returns the launch's error, else whatever cudaGetLastError held (it is cleared either way).
 template <class... Params, class... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                           Args... args) {
@@ -38,7 +39,9 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = ADALN_PDL ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+  const cudaError_t launched = cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+  const cudaError_t last = cudaGetLastError();
+  return launched != cudaSuccess ? launched : last;
 }
 
 }  // namespace adaln
