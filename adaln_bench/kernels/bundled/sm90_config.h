@@ -120,6 +120,11 @@
 #ifndef ADALN_FWD_LARGE_CLUSTER_M
 #define ADALN_FWD_LARGE_CLUSTER_M 1
 #endif
+// The large forward tile's schedule: cooperative (both consumer warpgroups on one tile, the epilogue between
+// tiles) or pingpong (each warpgroup a whole tile, one's epilogue beside the other's mainloop).
+#ifndef ADALN_FWD_LARGE_PINGPONG
+#define ADALN_FWD_LARGE_PINGPONG false
+#endif
 #ifndef ADALN_FWD_LARGE_CLUSTER_N
 #define ADALN_FWD_LARGE_CLUSTER_N 2
 #endif
@@ -241,7 +246,7 @@
   ", " ADALN_FWD_TIER_TEXT(0B) ", " ADALN_FWD_TIER_TEXT(0C) ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
   ADALN_FWD_TIER_TEXT(1B) ", " ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
   ADALN_STR(ADALN_FWD_LARGE_TN) " cluster " ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) \
-  " epi_n=" ADALN_STR(ADALN_FWD_LARGE_EPI_N) " raster_m=" ADALN_STR(ADALN_FWD_RASTER_ALONG_M) " swizzle=" ADALN_STR(ADALN_FWD_SWIZZLE) \
+  " pp=" ADALN_STR(ADALN_FWD_LARGE_PINGPONG) " epi_n=" ADALN_STR(ADALN_FWD_LARGE_EPI_N) " raster_m=" ADALN_STR(ADALN_FWD_RASTER_ALONG_M) " swizzle=" ADALN_STR(ADALN_FWD_SWIZZLE) \
   "; d_act chunk sums in the GEMM, tiers T<=" ADALN_STR(ADALN_DACT_TIER0_MAX) " 128x" ADALN_STR(ADALN_DACT_TIER0_TN)      \
   ", T<=" ADALN_STR(ADALN_DACT_TIER1_MAX) " 128x" ADALN_STR(ADALN_DACT_TIER1_TN) ", T<=" ADALN_STR(ADALN_DACT_TIER2_MAX)   \
   " 128x" ADALN_STR(ADALN_DACT_TIER2_TN) "; tier clusters fwd " ADALN_STR(ADALN_FWD_TIER0_CLUSTER_M)         \

@@ -31,7 +31,7 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
              void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   using Tiers = TokenTiers<
       LaunchFwd,
-      TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, false, 64, false,
+      TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, ADALN_FWD_LARGE_PINGPONG, 64, false,
                  ADALN_FWD_LARGE_CLUSTER_N, ADALN_FWD_LARGE_EPI_N>,
       Tier<ADALN_FWD_TIER0_MAX, TileConfig<ADALN_FWD_TIER0_TM, ADALN_FWD_TIER0_TN, ADALN_FWD_TIER0_CLUSTER_M,
                                            ADALN_FWD_TIER0_PINGPONG, ADALN_FWD_TIER0_TK>>,
