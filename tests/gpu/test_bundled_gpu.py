@@ -62,7 +62,8 @@ def test_rows_bitwise_invariant(fwd, d, n, t):
     assert torch.equal(y, ys), "forward rows differ from single-row runs"
     assert torch.equal(gt, gs), "d_temb rows differ from single-row runs"
     gen = torch.Generator().manual_seed(5)
-    for m in (2, 3, 7, 9, 17, 40, 64, 80, 129, 257, t):  # 17, 40, 80: the sm90 forward tiers 0B, 0C, 1B
+    # 17, 40, 80: the sm90 forward tiers 0B, 0C, 1B; 257 and 700: its large tiles, an odd and an even count of them
+    for m in (2, 3, 7, 9, 17, 40, 64, 80, 129, 257, 700, t):
         if m > t:
             continue
         idx = torch.randperm(t, generator=gen)[:m].to("cuda")
@@ -97,7 +98,7 @@ def test_sm90_and_portable_paths_agree_bitwise(d, n):
     assert torch.equal(g1, g2), "d_temb bits differ between the paths"
 
 
-@pytest.mark.parametrize("t", [1, 3, 24, 40, 64, 80, 300])
+@pytest.mark.parametrize("t", [1, 3, 24, 40, 64, 80, 300, 700])
 def test_accuracy_vs_fp64(fwd, t):
     _check_accuracy(fwd, t, 512, 6 * 2 * 128)
 

@@ -53,7 +53,8 @@ def _case(path: str, case: str, t: int) -> dict:
     return result
 
 
-@pytest.mark.parametrize("t", [1, 2, 8, 16, 17, 100, 300, 2049])  # 100: the portable middle tier (v7)
+# 100: the portable middle tier (v7); 300 / 700: the sm90 forward's odd / even large token-tile counts (v14)
+@pytest.mark.parametrize("t", [1, 2, 8, 16, 17, 100, 300, 700, 2049])
 @pytest.mark.parametrize("path", PATHS)
 def test_first_backward_of_a_fresh_process(path, t):
     result = _case(path, "first_step", t)

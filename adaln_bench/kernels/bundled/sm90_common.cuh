@@ -132,6 +132,24 @@ struct Sm90Gemm {
   }
 };
 
+// The largest power-of-two tile-order swizzle, at most `max_swizzle`, that adds no tile to an m x n GEMM with
+// this configuration. CUTLASS's persistent scheduler rounds the grid of tiles up to a multiple of swizzle x
+// cluster along each mode, and a padded tile runs its whole mainloop on zero-filled loads (only its stores are
+// predicated off): a swizzle of 2 turned 5 token tiles in 1x2 clusters into 8 (NOTES.md "v13 run 33").
+template <class Config>
+int padless_swizzle(int64_t m, int64_t n, int max_swizzle) {
+  using Tile = typename Config::Tile;
+  using Cluster = typename Config::Cluster;
+  auto clusters = [](int64_t extent, int64_t tile, int64_t cluster) {
+    return ((extent + tile - 1) / tile + cluster - 1) / cluster;
+  };
+  const int64_t cm = clusters(m, size<0>(Tile{}), size<0>(Cluster{}));
+  const int64_t cn = clusters(n, size<1>(Tile{}), size<1>(Cluster{}));
+  int swizzle = max_swizzle;
+  while (swizzle > 1 && (cm % swizzle != 0 || cn % swizzle != 0)) swizzle /= 2;
+  return swizzle;
+}
+
 // Token-side tiers of the forward and d_act GEMMs (sm90_config.h): `Tier<MaxT, Config>` takes T (or the T
 // block) <= MaxT (MaxT = 0: the tier is off and not compiled); the first tier that holds wins, and above them
 // all the GEMM's `Large` configuration. `Launch<Config>::run(args...)` is called. The bounds depend on T only,

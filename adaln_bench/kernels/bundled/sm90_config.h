@@ -21,6 +21,9 @@
 // shipped"): the forward in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2). v11.1 (NOTES.md
 // "v11.1 run 24"): 128x32 for 16 < T <= 32 and 128x48 for 32 < T <= 48 (tiers 0B, 0C). v12 (NOTES.md "v12 run
 // 25"): dW up to 64 rows in 64x96 epilogue subtiles with 4 store stages (was 64x192 with 2).
+// v14 (NOTES.md "v13 run 33" to "v14 run 35"): above 256 rows the forward is a 128x128 pingpong in 1x2 clusters
+// (was 256x128 cooperative), or 256x128 cooperative without clusters where the token-tile count is odd; its
+// swizzle never pads the tile grid.
 #pragma once
 
 // Programmatic dependent launch for every kernel of a call (the knob ADALN_PDL and its default: pdl.cuh);
@@ -111,8 +114,23 @@
 #ifndef ADALN_FWD_TIER3_TN
 #define ADALN_FWD_TIER3_TN 256
 #endif
+// Above tier 3, a T whose count of large token tiles the large clusters would round up (one empty tile column:
+// its mainloop still runs, on zero-filled loads) takes this configuration instead (0 = off). v14 (NOTES.md "v14
+// run 35"): the large tier's 128x128 pingpong lost 5-20 % to the cooperative 256x128 tile at such counts.
+#ifndef ADALN_FWD_ODD
+#define ADALN_FWD_ODD 1
+#endif
+#ifndef ADALN_FWD_ODD_TM
+#define ADALN_FWD_ODD_TM 256
+#endif
+#ifndef ADALN_FWD_ODD_TN
+#define ADALN_FWD_ODD_TN 128
+#endif
+#ifndef ADALN_FWD_ODD_CLUSTER_N
+#define ADALN_FWD_ODD_CLUSTER_N 1
+#endif
 #ifndef ADALN_FWD_LARGE_TM
-#define ADALN_FWD_LARGE_TM 256
+#define ADALN_FWD_LARGE_TM 128
 #endif
 #ifndef ADALN_FWD_LARGE_TN
 #define ADALN_FWD_LARGE_TN 128
@@ -123,7 +141,7 @@
 // The large forward tile's schedule: cooperative (both consumer warpgroups on one tile, the epilogue between
 // tiles) or pingpong (each warpgroup a whole tile, one's epilogue beside the other's mainloop).
 #ifndef ADALN_FWD_LARGE_PINGPONG
-#define ADALN_FWD_LARGE_PINGPONG false
+#define ADALN_FWD_LARGE_PINGPONG true
 #endif
 #ifndef ADALN_FWD_LARGE_CLUSTER_N
 #define ADALN_FWD_LARGE_CLUSTER_N 2
@@ -132,7 +150,8 @@
 #ifndef ADALN_FWD_LARGE_EPI_N
 #define ADALN_FWD_LARGE_EPI_N 64
 #endif
-// The forward's persistent tile order: along N (tokens) or along M (W rows), in swizzled groups of this many.
+// The forward's persistent tile order: along N (tokens) or along M (W rows), in swizzled groups of at most this
+// many (fewer where a group would pad the tile grid: sm90_common.cuh `padless_swizzle`).
 #ifndef ADALN_FWD_RASTER_ALONG_M
 #define ADALN_FWD_RASTER_ALONG_M 0
 #endif
@@ -244,7 +263,8 @@
 #define ADALN_SM90_CONFIG                                                                                          \
   "fwd tiers (0 = off): " ADALN_FWD_TIER_TEXT(0) "x" ADALN_STR(ADALN_FWD_TIER0_TK) " pp=" ADALN_STR(ADALN_FWD_TIER0_PINGPONG) \
   ", " ADALN_FWD_TIER_TEXT(0B) ", " ADALN_FWD_TIER_TEXT(0C) ", " ADALN_FWD_TIER_TEXT(1) "x" ADALN_STR(ADALN_FWD_TIER1_TK) " pp=" ADALN_STR(ADALN_FWD_TIER1_PINGPONG) ", "          \
-  ADALN_FWD_TIER_TEXT(1B) ", " ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
+  ADALN_FWD_TIER_TEXT(1B) ", " ADALN_FWD_TIER_TEXT(2) ", " ADALN_FWD_TIER_TEXT(3) "; odd tile counts (" ADALN_STR(ADALN_FWD_ODD) ") "      \
+  ADALN_STR(ADALN_FWD_ODD_TM) "x" ADALN_STR(ADALN_FWD_ODD_TN) " cluster 1x" ADALN_STR(ADALN_FWD_ODD_CLUSTER_N) "; larger " ADALN_STR(ADALN_FWD_LARGE_TM) "x"                       \
   ADALN_STR(ADALN_FWD_LARGE_TN) " cluster " ADALN_STR(ADALN_FWD_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_FWD_LARGE_CLUSTER_N) \
   " pp=" ADALN_STR(ADALN_FWD_LARGE_PINGPONG) " epi_n=" ADALN_STR(ADALN_FWD_LARGE_EPI_N) " raster_m=" ADALN_STR(ADALN_FWD_RASTER_ALONG_M) " swizzle=" ADALN_STR(ADALN_FWD_SWIZZLE) \
   "; d_act chunk sums in the GEMM, tiers T<=" ADALN_STR(ADALN_DACT_TIER0_MAX) " 128x" ADALN_STR(ADALN_DACT_TIER0_TN)      \

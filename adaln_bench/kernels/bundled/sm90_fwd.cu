@@ -21,7 +21,7 @@ struct LaunchFwd {
     args.epilogue.thread.bias_ptr = reinterpret_cast<const bf16*>(bias);
     using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
     args.scheduler.raster_order = ADALN_FWD_RASTER_ALONG_M ? Raster::AlongM : Raster::AlongN;
-    args.scheduler.max_swizzle_size = ADALN_FWD_SWIZZLE;
+    args.scheduler.max_swizzle_size = padless_swizzle<Config>(N, T, ADALN_FWD_SWIZZLE);
     return run_cutlass<typename G::Gemm, G::pdl>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
   }
 };
@@ -42,6 +42,14 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
       Tier<ADALN_FWD_TIER1B_MAX, TileConfig<ADALN_FWD_TIER1B_TM, ADALN_FWD_TIER1B_TN, 1, false>>,
       Tier<ADALN_FWD_TIER2_MAX, TileConfig<ADALN_FWD_TIER2_TM, ADALN_FWD_TIER2_TN, ADALN_FWD_TIER2_CLUSTER_M, false>>,
       Tier<ADALN_FWD_TIER3_MAX, TileConfig<ADALN_FWD_TIER3_TM, ADALN_FWD_TIER3_TN, 1, false>>>;
+#if ADALN_FWD_ODD
+  // Above the tiers, a token-tile count the large clusters would round up (sm90_config.h ADALN_FWD_ODD).
+  const int64_t large_tiles = (T + ADALN_FWD_LARGE_TN - 1) / ADALN_FWD_LARGE_TN;
+  if (T > ADALN_FWD_TIER3_MAX && large_tiles % ADALN_FWD_LARGE_CLUSTER_N != 0)
+    return LaunchFwd<TileConfig<ADALN_FWD_ODD_TM, ADALN_FWD_ODD_TN, 1, false, 64, false, ADALN_FWD_ODD_CLUSTER_N,
+                                ADALN_FWD_LARGE_EPI_N>>::run(W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream,
+                                                             err);
+#endif
   return Tiers::run(T, W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
