@@ -114,7 +114,7 @@
 #ifndef ADALN_FWD_TIER3_TN
 #define ADALN_FWD_TIER3_TN 256
 #endif
-// Above tier 3, a T whose count of large token tiles the large clusters would round up (one empty tile column:
+// Above the tiers, a T whose count of large token tiles the large clusters would round up (one empty tile column:
 // its mainloop still runs, on zero-filled loads) takes this configuration instead (0 = off). v14 (NOTES.md "v14
 // run 35"): the large tier's 128x128 pingpong lost 5-20 % to the cooperative 256x128 tile at such counts.
 #ifndef ADALN_FWD_ODD

@@ -25,14 +25,32 @@ struct LaunchFwd {
     return run_cutlass<typename G::Gemm, G::pdl>(args, ws, ws_bytes, stream, err, "forward GEMM (sm90)");
   }
 };
+
+// Above the tiers: the large configuration or, where its clusters would round the token-tile count up (one
+// empty tile column, whose mainloop still runs on zero-filled loads), the odd-count one (sm90_config.h
+// ADALN_FWD_ODD). Chosen here, where the large configuration is, so that no tier setting can bypass the tiers.
+using LargeConfig = TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M,
+                               ADALN_FWD_LARGE_PINGPONG, 64, false, ADALN_FWD_LARGE_CLUSTER_N, ADALN_FWD_LARGE_EPI_N>;
+using OddConfig = TileConfig<ADALN_FWD_ODD_TM, ADALN_FWD_ODD_TN, 1, false, 64, false, ADALN_FWD_ODD_CLUSTER_N,
+                             ADALN_FWD_LARGE_EPI_N>;
+struct LargeOrOdd {};
+template <>
+struct LaunchFwd<LargeOrOdd> {
+  template <class... Rest>
+  static int run(const void* W, const void* act, const void* bias, void* Y, int64_t T, Rest... rest) {
+    if constexpr (ADALN_FWD_ODD) {
+      if ((T + ADALN_FWD_LARGE_TN - 1) / ADALN_FWD_LARGE_TN % ADALN_FWD_LARGE_CLUSTER_N != 0)
+        return LaunchFwd<OddConfig>::run(W, act, bias, Y, T, rest...);
+    }
+    return LaunchFwd<LargeConfig>::run(W, act, bias, Y, T, rest...);
+  }
+};
 }  // namespace
 
 int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, int sm_count,
              void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   using Tiers = TokenTiers<
-      LaunchFwd,
-      TileConfig<ADALN_FWD_LARGE_TM, ADALN_FWD_LARGE_TN, ADALN_FWD_LARGE_CLUSTER_M, ADALN_FWD_LARGE_PINGPONG, 64, false,
-                 ADALN_FWD_LARGE_CLUSTER_N, ADALN_FWD_LARGE_EPI_N>,
+      LaunchFwd, LargeOrOdd,
       Tier<ADALN_FWD_TIER0_MAX, TileConfig<ADALN_FWD_TIER0_TM, ADALN_FWD_TIER0_TN, ADALN_FWD_TIER0_CLUSTER_M,
                                            ADALN_FWD_TIER0_PINGPONG, ADALN_FWD_TIER0_TK>>,
       Tier<ADALN_FWD_TIER0B_MAX, TileConfig<ADALN_FWD_TIER0B_TM, ADALN_FWD_TIER0B_TN, 1, false, ADALN_FWD_TIER1_TK>>,
@@ -42,14 +60,6 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
       Tier<ADALN_FWD_TIER1B_MAX, TileConfig<ADALN_FWD_TIER1B_TM, ADALN_FWD_TIER1B_TN, 1, false>>,
       Tier<ADALN_FWD_TIER2_MAX, TileConfig<ADALN_FWD_TIER2_TM, ADALN_FWD_TIER2_TN, ADALN_FWD_TIER2_CLUSTER_M, false>>,
       Tier<ADALN_FWD_TIER3_MAX, TileConfig<ADALN_FWD_TIER3_TM, ADALN_FWD_TIER3_TN, 1, false>>>;
-#if ADALN_FWD_ODD
-  // Above the tiers, a token-tile count the large clusters would round up (sm90_config.h ADALN_FWD_ODD).
-  const int64_t large_tiles = (T + ADALN_FWD_LARGE_TN - 1) / ADALN_FWD_LARGE_TN;
-  if (T > ADALN_FWD_TIER3_MAX && large_tiles % ADALN_FWD_LARGE_CLUSTER_N != 0)
-    return LaunchFwd<TileConfig<ADALN_FWD_ODD_TM, ADALN_FWD_ODD_TN, 1, false, 64, false, ADALN_FWD_ODD_CLUSTER_N,
-                                ADALN_FWD_LARGE_EPI_N>>::run(W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream,
-                                                             err);
-#endif
   return Tiers::run(T, W, act, bias, Y, T, D, N, sm_count, ws, ws_bytes, stream, err);
 }
 }  // namespace adaln
