@@ -19,7 +19,7 @@
 
 #if defined(ADALN_PATH_SM90)
 #include "sm90_config.h"
-#define ADALN_PATH_NAME "sm90 wgmma (CUTLASS 3 TMA warp-specialized cooperative, swap-AB)"
+#define ADALN_PATH_NAME "sm90 wgmma (CUTLASS 3 TMA warp-specialized, cooperative and pingpong, swap-AB)"
 #define ADALN_CONFIG ADALN_SM90_CONFIG
 #elif defined(ADALN_PATH_PORTABLE)
 #include "portable_config.h"
@@ -34,7 +34,8 @@
   ADALN_STR(ADALN_PORTABLE_MID_FWD_STAGES) ") / 128x128x32 (" ADALN_STR(ADALN_PORTABLE_MID_DACT_WM) "x64, "        \
   ADALN_STR(ADALN_PORTABLE_MID_DACT_STAGES) "), above: ADALN_PORTABLE_TIERS=" ADALN_STR(ADALN_PORTABLE_TIERS)     \
   " (2: 256x128x32 (64x64, " ADALN_STR(ADALN_PORTABLE_LARGE_FWD_STAGES) ") / 256x128x32 (64x64, " ADALN_STR(       \
-      ADALN_PORTABLE_LARGE_DACT_STAGES) ")); dW 128x128x32 (64x64, 4) order " ADALN_STR(ADALN_PORTABLE_DW_SWIZZLE)  \
+      ADALN_PORTABLE_LARGE_DACT_STAGES) ")), odd 128-row tile counts up to " ADALN_STR(ADALN_PORTABLE_ODD_MAX)  \
+  " on the middle tier; dW 128x128x32 (64x64, 4) order " ADALN_STR(ADALN_PORTABLE_DW_SWIZZLE)  \
   "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
@@ -229,6 +230,7 @@ static int grid_for(int64_t n, int threads) {
 // act = bf16(silu(x)), silu computed in fp32 as x / (1 + exp(-x)) (PyTorch's formula), rounded once.
 __global__ void silu_to_bf16(const float4* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t n4) {
   wait_for_previous_kernel();
+  release_next_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     float4 v = x[i];
     float a = __fdiv_rn(v.x, __fadd_rn(1.0f, expf(-v.x)));
@@ -369,11 +371,13 @@ constexpr int kFoldThreads = 32 * kDbWarps;  // the fold and db kernels share a 
 
 __global__ void __launch_bounds__(kFoldThreads) fold_dtemb(FoldArgs a) {
   wait_for_previous_kernel();
+  release_next_kernel();
   fold_dtemb_body(a, blockIdx.x, gridDim.x);
 }
 
 __global__ void __launch_bounds__(kFoldThreads) colsum_db(DbArgs a) {
   wait_for_previous_kernel();
+  release_next_kernel();
   colsum_db_body(a, blockIdx.x);
 }
 
@@ -381,6 +385,7 @@ __global__ void __launch_bounds__(kFoldThreads) colsum_db(DbArgs a) {
 // two, so the two small kernels overlap and one launch boundary goes. The adds of each are unchanged.
 __global__ void __launch_bounds__(kFoldThreads) fold_dtemb_and_db(FoldArgs f, int fold_blocks, DbArgs d) {
   wait_for_previous_kernel();
+  release_next_kernel();
   if (blockIdx.x < fold_blocks)
     fold_dtemb_body(f, blockIdx.x, fold_blocks);
   else
@@ -399,6 +404,7 @@ __global__ void __launch_bounds__(kDwSimtMaxThreads) dw_small_t(const __nv_bfloa
                                                                 const uint4* __restrict__ act,
                                                                 uint4* __restrict__ dW, int T, int64_t N, int D8) {
   wait_for_previous_kernel();
+  release_next_kernel();
   __shared__ float g[ADALN_DW_SIMT_MAX][kDwRows];
   const int c = threadIdx.x;
   uint4 a[ADALN_DW_SIMT_MAX];

@@ -162,6 +162,7 @@ __global__ void __launch_bounds__(Cfg::kMaxWarps * 32, Cfg::kBlocks)
     dw_mma_kernel(const __nv_bfloat16* __restrict__ dY, const __nv_bfloat16* __restrict__ act,
                   __nv_bfloat16* __restrict__ dW, int T, int N, int D, int groups) {
   wait_for_previous_kernel();
+  release_next_kernel();
   constexpr int NJ = Cfg::NJ, MR = Cfg::MR, kRows = Cfg::kRows, kStageRow = Cfg::kStageRow;
   constexpr int kRowBytes = 16 * NJ;  // bytes of one output row of the warp
   constexpr int kInStage = Cfg::in_stage_bytes(KT);

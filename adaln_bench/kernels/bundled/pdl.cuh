@@ -16,11 +16,26 @@
 #endif
 #endif
 
+// ADALN_PDL_TRIGGER (v15): the project's own kernels (silu, the fold and db, the dW kernels outside a GEMM) let the
+// next kernel's blocks be scheduled as soon as they have waited (griddepcontrol.launch_dependents), as CUTLASS's
+// kernels do at their last tile; without it the next kernel is launched only once every block has exited. The
+// next kernel still waits for this one's completion before it touches memory, so the order above holds.
+#ifndef ADALN_PDL_TRIGGER
+#define ADALN_PDL_TRIGGER 1
+#endif
+
 namespace adaln {
 
 __device__ __forceinline__ void wait_for_previous_kernel() {
 #if ADALN_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel of the stream be scheduled now (its blocks still wait for this kernel to complete).
+__device__ __forceinline__ void release_next_kernel() {
+#if ADALN_PDL && ADALN_PDL_TRIGGER && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

@@ -15,6 +15,13 @@
 #define ADALN_PORTABLE_MID_MAX 128
 #endif
 
+// Above the middle tier, a T (or T block) up to ADALN_PORTABLE_ODD_MAX whose count of 128-row tiles is odd (T mod
+// 256 in 1..128) takes the middle tier's 128-row tiles (0 = off): the large tier's 256-row tiles would leave up to
+// half of the last one empty (v15; at T = 300, 2 tiles of 256 rows against 3 of 128).
+#ifndef ADALN_PORTABLE_ODD_MAX
+#define ADALN_PORTABLE_ODD_MAX 1048576
+#endif
+
 // Pipeline depths (cp.async stages) of each tier's forward and d_act GEMMs, and the small forward tier's warp
 // tile rows (64: 4 warps of 64x64; 32: 8 warps of 32x64). None of them touches an element's k-chain (kernel-bench's
 // bits check agreed every time). v9 (NOTES.md "v9 run 15" to "v9.2 run 17"): forward small 8 warps and 5 stages

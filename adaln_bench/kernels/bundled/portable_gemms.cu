@@ -87,6 +87,13 @@ using DactMid = GemmDact<Shape<128, 128, 32>, Shape<ADALN_PORTABLE_MID_DACT_WM, 
 // NOTES.md, "v7 run 6").
 using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
 
+// Whether T (or the T block) takes the middle tier's tile (portable_config.h): up to its bound, and above it where
+// the large tier's 256-row tiles would pad an odd count of 128-row tiles.
+bool middle_tier(int64_t t) {
+  if (t <= 64 || ADALN_PORTABLE_MID_MAX == 0) return false;
+  return t <= ADALN_PORTABLE_MID_MAX || (t <= ADALN_PORTABLE_ODD_MAX && (t + 127) / 128 % 2 == 1);
+}
+
 template <class Gemm>
 int fwd(const void* W, const void* act, const void* bias, void* Y, int64_t T, int64_t D, int64_t N, void* ws,
         size_t ws_bytes, cudaStream_t stream, Err err) {
@@ -108,7 +115,7 @@ int gemm_fwd(const void* W, const void* act, const void* bias, void* Y, int64_t 
              void* ws, size_t ws_bytes, cudaStream_t stream, Err err) {
   (void)sm_count;
 #if ADALN_PORTABLE_MID_MAX > 0
-  if (T > 64 && T <= ADALN_PORTABLE_MID_MAX) return fwd<FwdMid>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
+  if (middle_tier(T)) return fwd<FwdMid>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
 #endif
 #if ADALN_PORTABLE_TIERS
   if (T > 64) return fwd<FwdLarge>(W, act, bias, Y, T, D, N, ws, ws_bytes, stream, err);
@@ -128,8 +135,7 @@ int gemm_dact(const void* W, const void* dY, float* partial, int64_t Tb, int64_t
     return ADALN_BAD_ARGUMENT;
   }
 #if ADALN_PORTABLE_MID_MAX > 0
-  if (Tb > 64 && Tb <= ADALN_PORTABLE_MID_MAX)
-    return dact<DactMid>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
+  if (middle_tier(Tb)) return dact<DactMid>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);
 #endif
 #if ADALN_PORTABLE_TIERS
   if (Tb > 64) return dact<DactLarge>(W, dY, partial, Tb, D, N, L, klen, plane, ws, ws_bytes, stream, err);

@@ -188,6 +188,11 @@
 #ifndef ADALN_DACT_LARGE_CLUSTER_N
 #define ADALN_DACT_LARGE_CLUSTER_N 2
 #endif
+// As the forward's ADALN_FWD_ODD (v15): a T block whose count of large token tiles the clusters would round up
+// takes the large tile without clusters (0 = off): 3 token tiles ran as 4 at T = 300.
+#ifndef ADALN_DACT_ODD
+#define ADALN_DACT_ODD 1
+#endif
 // Cluster size along M (W rows, or D for d_act) per token tier: CTAs of one cluster share the token-side tile
 // (activations / dY) through TMA multicast, so it is read from L2 once per cluster (an experiment knob; 1 = off).
 #ifndef ADALN_FWD_TIER0_CLUSTER_M
@@ -272,10 +277,10 @@
   " 128x" ADALN_STR(ADALN_DACT_TIER2_TN) "; tier clusters fwd " ADALN_STR(ADALN_FWD_TIER0_CLUSTER_M)         \
   ADALN_STR(ADALN_FWD_TIER1_CLUSTER_M) ADALN_STR(ADALN_FWD_TIER2_CLUSTER_M) " d_act " ADALN_STR(ADALN_DACT_TIER0_CLUSTER_M) \
   ADALN_STR(ADALN_DACT_TIER1_CLUSTER_M) ADALN_STR(ADALN_DACT_TIER2_CLUSTER_M) "; larger " ADALN_STR(ADALN_DACT_LARGE_TM) "x" ADALN_STR(ADALN_DACT_LARGE_TN)    \
-  " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64); dW "             \
+  " cluster " ADALN_STR(ADALN_DACT_LARGE_CLUSTER_M) "x" ADALN_STR(ADALN_DACT_LARGE_CLUSTER_N) " (k 64), odd tile counts (" ADALN_STR(ADALN_DACT_ODD) ") 1x1; dW "             \
   ADALN_STR(ADALN_DW_TM) "x" ADALN_STR(ADALN_DW_TN) " cluster " ADALN_STR(ADALN_DW_CLUSTER_M) "x"                        \
   ADALN_STR(ADALN_DW_CLUSTER_N) " pp=" ADALN_STR(ADALN_DW_PINGPONG) " direct=" ADALN_STR(ADALN_DW_DIRECT_STORE) " epi_n=" ADALN_STR(ADALN_DW_EPI_N)          \
   " stores " ADALN_STR(ADALN_DW_STORE_STAGES) " (T<=" ADALN_STR(ADALN_DW_TIER0_MAX) ": " ADALN_STR(ADALN_DW_TIER0_TM) "x"      \
   ADALN_STR(ADALN_DW_TIER0_TN) " pp=" ADALN_STR(ADALN_DW_TIER0_PINGPONG) " cluster " ADALN_STR(ADALN_DW_TIER0_CLUSTER_M)   \
   "x1 epi_n=" ADALN_STR(ADALN_DW_TIER0_EPI_N) " stores " ADALN_STR(ADALN_DW_TIER0_STORE_STAGES) ")"                       \
-  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; pdl=" ADALN_STR(ADALN_PDL)
+  "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK) "; pdl=" ADALN_STR(ADALN_PDL) " trigger=" ADALN_STR(ADALN_PDL_TRIGGER)

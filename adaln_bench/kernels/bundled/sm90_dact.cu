@@ -27,6 +27,24 @@ struct LaunchDact {
     return run_cutlass<typename G::Gemm, G::pdl>(args, ws, ws_bytes, stream, err, "d_act GEMM (sm90)");
   }
 };
+
+// Above the tiers: the large configuration or, where its clusters would round the token-tile count up (an empty
+// tile column whose mainloop still runs on zero-filled loads), the same tile without clusters (ADALN_DACT_ODD).
+using LargeConfig = TileConfig<ADALN_DACT_LARGE_TM, ADALN_DACT_LARGE_TN, ADALN_DACT_LARGE_CLUSTER_M, false, 64, false,
+                               ADALN_DACT_LARGE_CLUSTER_N>;
+using OddConfig = TileConfig<ADALN_DACT_LARGE_TM, ADALN_DACT_LARGE_TN, ADALN_DACT_LARGE_CLUSTER_M, false, 64>;
+struct LargeOrOdd {};
+template <>
+struct LaunchDact<LargeOrOdd> {
+  template <class... Rest>
+  static int run(const void* W, const void* dY, float* sums, int64_t Tb, Rest... rest) {
+    if constexpr (ADALN_DACT_ODD && ADALN_DACT_LARGE_CLUSTER_N > 1) {
+      if ((Tb + ADALN_DACT_LARGE_TN - 1) / ADALN_DACT_LARGE_TN % ADALN_DACT_LARGE_CLUSTER_N != 0)
+        return LaunchDact<OddConfig>::run(W, dY, sums, Tb, rest...);
+    }
+    return LaunchDact<LargeConfig>::run(W, dY, sums, Tb, rest...);
+  }
+};
 }  // namespace
 
 const bool kSumsInGemm = true;
@@ -38,9 +56,7 @@ int gemm_dact(const void* W, const void* dY, float* sums, int64_t Tb, int64_t D,
     return ADALN_BAD_ARGUMENT;
   }
   using Tiers = TokenTiers<
-      LaunchDact,
-      TileConfig<ADALN_DACT_LARGE_TM, ADALN_DACT_LARGE_TN, ADALN_DACT_LARGE_CLUSTER_M, false, 64, false,
-                 ADALN_DACT_LARGE_CLUSTER_N>,
+      LaunchDact, LargeOrOdd,
       Tier<ADALN_DACT_TIER0_MAX, TileConfig<128, ADALN_DACT_TIER0_TN, ADALN_DACT_TIER0_CLUSTER_M, false, 64>>,
       Tier<ADALN_DACT_TIER1_MAX, TileConfig<128, ADALN_DACT_TIER1_TN, ADALN_DACT_TIER1_CLUSTER_M, false, 64>>,
       Tier<ADALN_DACT_TIER2_MAX, TileConfig<128, ADALN_DACT_TIER2_TN, ADALN_DACT_TIER2_CLUSTER_M, false, 64>>>;
