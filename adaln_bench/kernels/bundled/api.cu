@@ -227,10 +227,17 @@ static int grid_for(int64_t n, int threads) {
   return int(g);
 }
 
+// Which of our kernels let the next one be scheduled early (pdl.cuh release_next_kernel), as measured in v15's run
+// 36 (NOTES.md): the dW kernels outside a GEMM always (the next step's silu follows), silu up to 64 rows (the
+// forward there 1-2 µs faster) and the fold / db launch when dW runs outside a GEMM. Released early, the GEMMs
+// above that ran 1-3 % slower (the forward from T = 300 on, the dW GEMM from T = 64 on; why is not known), while
+// the small-T kernels released gained 2-3 µs a step at T = 3 and 4.
+constexpr int64_t kSiluReleaseMaxT = 64;
+
 // act = bf16(silu(x)), silu computed in fp32 as x / (1 + exp(-x)) (PyTorch's formula), rounded once.
-__global__ void silu_to_bf16(const float4* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t n4) {
+__global__ void silu_to_bf16(const float4* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t n4, int release) {
   wait_for_previous_kernel();
-  release_next_kernel();
+  if (release) release_next_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     float4 v = x[i];
     float a = __fdiv_rn(v.x, __fadd_rn(1.0f, expf(-v.x)));
@@ -371,21 +378,21 @@ constexpr int kFoldThreads = 32 * kDbWarps;  // the fold and db kernels share a 
 
 __global__ void __launch_bounds__(kFoldThreads) fold_dtemb(FoldArgs a) {
   wait_for_previous_kernel();
-  release_next_kernel();
   fold_dtemb_body(a, blockIdx.x, gridDim.x);
 }
 
-__global__ void __launch_bounds__(kFoldThreads) colsum_db(DbArgs a) {
+__global__ void __launch_bounds__(kFoldThreads) colsum_db(DbArgs a, int release) {
   wait_for_previous_kernel();
-  release_next_kernel();
+  if (release) release_next_kernel();
   colsum_db_body(a, blockIdx.x);
 }
 
 // The last T block's fold and db in one launch (v12.1): db's blocks after the fold's, each block doing one of the
 // two, so the two small kernels overlap and one launch boundary goes. The adds of each are unchanged.
-__global__ void __launch_bounds__(kFoldThreads) fold_dtemb_and_db(FoldArgs f, int fold_blocks, DbArgs d) {
+__global__ void __launch_bounds__(kFoldThreads) fold_dtemb_and_db(FoldArgs f, int fold_blocks, DbArgs d,
+                                                                    int release) {
   wait_for_previous_kernel();
-  release_next_kernel();
+  if (release) release_next_kernel();
   if (blockIdx.x < fold_blocks)
     fold_dtemb_body(f, blockIdx.x, fold_blocks);
   else
@@ -467,7 +474,7 @@ static int check_shapes(int64_t T, int64_t D, int64_t N, Err err) {
 // d_temb: per T block, the d_act GEMM(s) into the fp32 planes after the GEMM workspace at `ws`, then the fold;
 // db (when not null) in the last T block's fold launch.
 static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const float* temb, float* dtemb, void* db,
-                     int64_t T, int64_t D, int64_t N, char* ws, int sms, cudaStream_t stream, Err err) {
+                     int64_t T, int64_t D, int64_t N, char* ws, int sms, bool release, cudaStream_t stream, Err err) {
   int rc = 0;
   Chunking c = chunking(N);
   float* P = reinterpret_cast<float*>(ws + kGemmWs);
@@ -499,7 +506,7 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
     if (db && t0 + tb >= T) {
       const DbArgs d{reinterpret_cast<const uint4*>(dy), reinterpret_cast<uint4*>(db), T, N / 8};
       cudaError_t ce = launch_kernel(fold_dtemb_and_db, dim3(unsigned(fold_blocks + db_blocks(N / 8))),
-                                     dim3(kFoldThreads), 0, stream, f, fold_blocks, d);
+                                     dim3(kFoldThreads), 0, stream, f, fold_blocks, d, int(release));
       if ((rc = check_launch(ce, err, "d_temb fold and db kernel"))) return rc;
     } else {
       cudaError_t ce = launch_kernel(fold_dtemb, dim3(unsigned(fold_blocks)), dim3(kFoldThreads), 0, stream, f);
@@ -511,10 +518,22 @@ static int run_dtemb(const __nv_bfloat16* dy, const __nv_bfloat16* w, const floa
 
 // dW: on CUDA cores for T <= ADALN_DW_SIMT_MAX, on tensor cores outside a GEMM (mma.sync) up to ADALN_DW_MMA_MAX,
 // else the dW GEMM (its workspace: `ws`, kGemmWs bytes).
+static bool dw_on_cuda_cores(int64_t T, int64_t D) {
+#if ADALN_DW_SIMT_MAX > 0
+  return T <= ADALN_DW_SIMT_MAX && D / 8 <= kDwSimtMaxThreads;
+#else
+  (void)T, (void)D;
+  return false;
+#endif
+}
+static bool dw_outside_gemm(int64_t T, int64_t D, int64_t N) {
+  return dw_on_cuda_cores(T, D) || (T <= ADALN_DW_MMA_MAX && dw_mma_fits(T, D, N));
+}
+
 static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T, int64_t D, int64_t N, void* ws,
                   int sms, cudaStream_t stream, Err err) {
 #if ADALN_DW_SIMT_MAX > 0
-  if (T <= ADALN_DW_SIMT_MAX && D / 8 <= kDwSimtMaxThreads) {
+  if (dw_on_cuda_cores(T, D)) {
     const int d8 = int(D / 8), threads = (d8 + 31) / 32 * 32;
     int per_sm = 1;  // as many blocks as fit at once (registers limit it), each walking its share of rows
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dw_small_t, threads, 0);
@@ -529,9 +548,10 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
   return gemm_dw(dy, act, dW, T, D, N, sms, ws, kGemmWs, stream, err);
 }
 
-static int run_db(const void* dY, void* db, int64_t T, int64_t N, cudaStream_t stream, Err err) {
+static int run_db(const void* dY, void* db, int64_t T, int64_t N, bool release, cudaStream_t stream, Err err) {
   const DbArgs d{reinterpret_cast<const uint4*>(dY), reinterpret_cast<uint4*>(db), T, N / 8};
-  cudaError_t ce = launch_kernel(colsum_db, dim3(unsigned(db_blocks(N / 8))), dim3(kFoldThreads), 0, stream, d);
+  cudaError_t ce =
+      launch_kernel(colsum_db, dim3(unsigned(db_blocks(N / 8))), dim3(kFoldThreads), 0, stream, d, int(release));
   return check_launch(ce, err, "db kernel");
 }
 
@@ -582,7 +602,8 @@ ADALN_API int adaln_forward(const float* temb, const void* W, const void* b, voi
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
   int64_t n4 = T * D / 4;
   cudaError_t ce = launch_kernel(silu_to_bf16, dim3(unsigned(grid_for(n4, 256))), dim3(256), 0, stream,
-                                 reinterpret_cast<const float4*>(temb), reinterpret_cast<__nv_bfloat162*>(act), n4);
+                                 reinterpret_cast<const float4*>(temb), reinterpret_cast<__nv_bfloat162*>(act), n4,
+                                 int(T <= kSiluReleaseMaxT));
   if ((rc = check_launch(ce, err, "silu kernel"))) return rc;
   return gemm_fwd(W, act, b, Y, T, D, N, sms, ws, ws_bytes, stream, err);
 }
@@ -623,8 +644,9 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
   // db before dW (v12): right after d_act, dY is still in L2, and after dW's 520 MB write db would wait on the
   // write-back of the dirty lines dW leaves in L2 (NOTES.md "v12 run 26": 6.4 µs there against 3.3 alone).
   // With d_temb, db shares the fold's launch (v12.1).
-  if (dtemb && (rc = run_dtemb(dy, w, temb, dtemb, db, T, D, N, ws, sms, stream, err))) return rc;
-  if (db && !dtemb && (rc = run_db(dY, db, T, N, stream, err))) return rc;
+  const bool release = dW && dw_outside_gemm(T, D, N);  // which kernels release the next early: see kSiluReleaseMaxT
+  if (dtemb && (rc = run_dtemb(dy, w, temb, dtemb, db, T, D, N, ws, sms, release, stream, err))) return rc;
+  if (db && !dtemb && (rc = run_db(dY, db, T, N, release, stream, err))) return rc;
   if (dW) return run_dw(dy, act, dW, T, D, N, ws, sms, stream, err);
   return ADALN_OK;
 }

@@ -16,10 +16,10 @@
 #endif
 #endif
 
-// ADALN_PDL_TRIGGER (v15): the project's own kernels (silu, the fold and db, the dW kernels outside a GEMM) let the
-// next kernel's blocks be scheduled as soon as they have waited (griddepcontrol.launch_dependents), as CUTLASS's
-// kernels do at their last tile; without it the next kernel is launched only once every block has exited. The
-// next kernel still waits for this one's completion before it touches memory, so the order above holds.
+// ADALN_PDL_TRIGGER (v15): some of the project's own kernels (api.cu says which and when) let the next kernel's
+// blocks be scheduled as soon as they have waited (griddepcontrol.launch_dependents), as CUTLASS's kernels do at
+// their last tile; otherwise the next kernel is launched only once every block has exited. The next kernel still
+// waits for this one's completion before it touches memory, so the order above holds.
 #ifndef ADALN_PDL_TRIGGER
 #define ADALN_PDL_TRIGGER 1
 #endif
