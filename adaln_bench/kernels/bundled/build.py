@@ -40,7 +40,7 @@ READABLE_ABI_VERSIONS = (2, ABI_VERSION)
 LIB_NAME = "libadaln_bundled.so"
 
 COMMON_HEADERS = ("gemms.h", "status.h", "cutlass_run.cuh", "pdl.cuh", "sm90_config.h")
-# Longest compile first (the sources are handed to the compilers in this order): the CUTLASS 3 files take 50-90 s
+# Longest compile first (the sources are handed to the compilers in this order): the CUTLASS 3 files take 50-100 s
 # each on one core, api.cu and dw_mma.cu a few seconds.
 PATH_SOURCES = {
     "sm90": ("sm90_fwd_wide.cu", "sm90_dact.cu", "sm90_fwd.cu", "sm90_dw.cu", "dw_mma.cu", "api.cu"),
