@@ -39,6 +39,13 @@ REFERENCE_DATA = json.loads(REFERENCE.read_text(encoding="utf-8"))
 REFERENCE_ROWS = 8 * (1 + 6 * 6)
 
 
+@pytest.fixture(autouse=True)
+def _table_width(monkeypatch):
+    """The rendered tables at the width a redirected run gets (160), whatever the terminal or a parallel test
+    runner sets COLUMNS to: the tests read cells, which a narrower table wraps mid-word."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def edited(edit: Callable[[dict], object] | None = None) -> dict:
     data = copy.deepcopy(REFERENCE_DATA)
     if edit is not None:
