@@ -150,6 +150,14 @@ int padless_swizzle(int64_t m, int64_t n, int max_swizzle) {
   return swizzle;
 }
 
+// Whether this configuration's clusters round the count of token tiles (its N mode, n long) up: the padded tile
+// column runs its mainloop on zero-filled loads. The forward and d_act then take their odd-count configuration.
+template <class Config>
+bool clusters_pad_token_tiles(int64_t n) {
+  constexpr int64_t tile = size<1>(typename Config::Tile{}), cluster = size<1>(typename Config::Cluster{});
+  return (n + tile - 1) / tile % cluster != 0;
+}
+
 // Token-side tiers of the forward and d_act GEMMs (sm90_config.h): `Tier<MaxT, Config>` takes T (or the T
 // block) <= MaxT (MaxT = 0: the tier is off and not compiled); the first tier that holds wins, and above them
 // all the GEMM's `Large` configuration. `Launch<Config>::run(args...)` is called. The bounds depend on T only,

@@ -38,8 +38,8 @@ template <>
 struct LaunchDact<LargeOrOdd> {
   template <class... Rest>
   static int run(const void* W, const void* dY, float* sums, int64_t Tb, Rest... rest) {
-    if constexpr (ADALN_DACT_ODD && ADALN_DACT_LARGE_CLUSTER_N > 1) {
-      if ((Tb + ADALN_DACT_LARGE_TN - 1) / ADALN_DACT_LARGE_TN % ADALN_DACT_LARGE_CLUSTER_N != 0)
+    if constexpr (ADALN_DACT_ODD) {  // off: the odd-count kernel is not compiled
+      if (clusters_pad_token_tiles<LargeConfig>(Tb))
         return LaunchDact<OddConfig>::run(W, dY, sums, Tb, rest...);
     }
     return LaunchDact<LargeConfig>::run(W, dY, sums, Tb, rest...);

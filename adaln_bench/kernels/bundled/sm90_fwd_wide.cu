@@ -16,8 +16,8 @@ template <>
 struct Launch<LargeOrOdd> {
   template <class... Rest>
   static int run(const void* W, const void* act, const void* bias, void* Y, int64_t T, Rest... rest) {
-    if constexpr (ADALN_FWD_ODD) {
-      if ((T + ADALN_FWD_LARGE_TN - 1) / ADALN_FWD_LARGE_TN % ADALN_FWD_LARGE_CLUSTER_N != 0)
+    if constexpr (ADALN_FWD_ODD) {  // off: the odd-count kernel is not compiled
+      if (clusters_pad_token_tiles<LargeConfig>(T))
         return Launch<OddConfig>::run(W, act, bias, Y, T, rest...);
     }
     return Launch<LargeConfig>::run(W, act, bias, Y, T, rest...);
