@@ -526,9 +526,8 @@ static bool dw_on_cuda_cores(int64_t T, int64_t D) {
   return false;
 #endif
 }
-static bool dw_outside_gemm(int64_t T, int64_t D, int64_t N) {
-  return dw_on_cuda_cores(T, D) || (T <= ADALN_DW_MMA_MAX && dw_mma_fits(T, D, N));
-}
+static bool dw_on_mma(int64_t T, int64_t D, int64_t N) { return T <= ADALN_DW_MMA_MAX && dw_mma_fits(T, D, N); }
+static bool dw_outside_gemm(int64_t T, int64_t D, int64_t N) { return dw_on_cuda_cores(T, D) || dw_on_mma(T, D, N); }
 
 static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T, int64_t D, int64_t N, void* ws,
                   int sms, cudaStream_t stream, Err err) {
@@ -544,7 +543,7 @@ static int run_dw(const __nv_bfloat16* dy, const void* act, void* dW, int64_t T,
     return check_launch(ce, err, "dW kernel (CUDA cores)");
   }
 #endif
-  if (T <= ADALN_DW_MMA_MAX && dw_mma_fits(T, D, N)) return dw_mma(dy, act, dW, T, D, N, sms, stream, err);
+  if (dw_on_mma(T, D, N)) return dw_mma(dy, act, dW, T, D, N, sms, stream, err);
   return gemm_dw(dy, act, dW, T, D, N, sms, ws, kGemmWs, stream, err);
 }
 
