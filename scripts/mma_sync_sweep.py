@@ -21,9 +21,9 @@ import itertools  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 
+import functools  # noqa: E402
+
 import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from adaln_bench.harness.device_time import StopRule, measure_interleaved  # noqa: E402
 from adaln_bench.harness.shapes import PRESETS  # noqa: E402
@@ -33,34 +33,42 @@ SMEM_LIMIT = 227 * 1024
 MAX_ACC_PER_THREAD = 128  # fp32 accumulators a thread holds; above this the tile spills
 
 
-@triton.jit
-def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
-    # C (M, N) = A (M, K) · B (K, N) [+ bias over N]; tiles in groups of GROUP along M for L2 reuse.
-    pid = tl.program_id(0)
-    tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    per_group = GROUP * tiles_n
-    first_m = (pid // per_group) * GROUP
-    rows = min(tiles_m - first_m, GROUP)
-    pm = first_m + (pid % per_group) % rows
-    pn = (pid % per_group) // rows
-    rm = pm * BM + tl.arange(0, BM)
-    rn = pn * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a = a_ptr + rm[:, None] * sam + rk[None, :] * sak
-    b = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        kk = k + rk
-        x = tl.load(a, mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        y = tl.load(b, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(x, y, acc)
-        a += BK * sak
-        b += BK * sbk
-    if HAS_BIAS:
-        acc = acc + tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-    c = c_ptr + rm[:, None] * scm + rn[None, :] * scn
-    tl.store(c, acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+@functools.cache
+def gemm_kernel():
+    """The Triton kernel, built on first use (Triton is imported here: the rest of the script runs without it)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                    HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+        # C (M, N) = A (M, K) · B (K, N) [+ bias over N]; tiles in groups of GROUP along M for L2 reuse.
+        pid = tl.program_id(0)
+        tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+        per_group = GROUP * tiles_n
+        first_m = (pid // per_group) * GROUP
+        rows = min(tiles_m - first_m, GROUP)
+        pm = first_m + (pid % per_group) % rows
+        pn = (pid % per_group) // rows
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        a = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+        b = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            kk = k + rk
+            x = tl.load(a, mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+            y = tl.load(b, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(x, y, acc)
+            a += BK * sak
+            b += BK * sbk
+        if HAS_BIAS:
+            acc = acc + tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+        c = c_ptr + rm[:, None] * scm + rn[None, :] * scn
+        tl.store(c, acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    return gemm_kernel
 
 
 def configs(m_sizes, n_sizes, k_sizes):
@@ -73,12 +81,12 @@ def configs(m_sizes, n_sizes, k_sizes):
 
 
 def launcher(a, b, c, bias, M, N, K, strides, cfg):
-    grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]),)
+    grid = (-(-M // cfg["BM"]) * -(-N // cfg["BN"]),)
     meta = dict(BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], GROUP=8, num_warps=cfg["num_warps"],
                 num_stages=cfg["num_stages"])
 
     def run():
-        return gemm_kernel[grid](a, b, c, bias if bias is not None else c, M, N, K, *strides,
+        return gemm_kernel()[grid](a, b, c, bias if bias is not None else c, M, N, K, *strides,
                                  HAS_BIAS=bias is not None, **meta)
     return run
 
@@ -127,6 +135,8 @@ def main(argv=None) -> int:
     if args.library:
         from adaln_bench.kernels.bench.subjects import library_subject, parse_library
         lib = library_subject(parse_library(args.library), dev).library
+    import triton
+
     out: dict = {"gpu": torch.cuda.get_device_name(dev), "triton": triton.__version__, "torch": torch.__version__}
     summary = []
     for T in [int(x) for x in args.sizes.split(",") if x]:
