@@ -14,6 +14,7 @@ from adaln_bench.harness.device_time import (
     relative_noise,
     run_measurement,
     sample_until_stable,
+    warm_up,
 )
 
 
@@ -121,7 +122,9 @@ def test_graph_first_and_its_samples_become_the_timing():
     assert timing.method == "cuda_graph" and timing.calls_per_sample == 15
     assert timing.capture_error is None
     assert timing.median_us == pytest.approx(140.0, rel=0.01)
-    assert timing.samples_us and len(timing.samples_us) == sum(graph.requests)
+    # every sample taken is either kept or dropped by the warm-up (200 ms at 15 x 140 µs a sample: 100)
+    assert len(timing.warmup_samples_us) == 100 and timing.warmup_ms == 200.0
+    assert timing.samples_us and len(timing.samples_us) + len(timing.warmup_samples_us) == sum(graph.requests)
     assert timing.sm_clock_mhz_before == 1980.0 and timing.throttled is False
 
 
@@ -156,6 +159,54 @@ def test_method_queued_skips_the_capture():
     assert timing.method == "queued" and timing.throttled is None and timing.sm_clock_mhz_before is None
 
 
+# --- the warm-up ----------------------------------------------------------------------------------
+
+
+class SlowSpell:
+    """A graph whose first `slow` samples read `slow_us` (the H200's spell after other work), then `fast_us`."""
+
+    method = "cuda_graph"
+
+    def __init__(self, slow=20, slow_us=134.6, fast_us=117.5, calls=17):
+        self.calls, self.notes, self.slow, self.slow_us, self.fast_us, self.taken = calls, [], slow, slow_us, fast_us, 0
+
+    def take(self, k):
+        out = [self.slow_us if self.taken + i < self.slow else self.fast_us for i in range(k)]
+        self.taken += k
+        return out
+
+
+def test_a_slow_spell_at_the_start_is_dropped_by_the_warm_up_not_measured():
+    # What the harness met at T = 1 (NOTES.md §5 item 6): all 20 samples of the slow spell were kept before.
+    spell = SlowSpell(slow=20)
+    before = run_measurement(lambda: None, "auto", StopRule(warmup_ms=0.0), lambda f: spell, None,
+                             _clock_reader([1980.0, 1980.0]))
+    assert before.median_us == 134.6 and before.warmup_samples_us == []
+    spell = SlowSpell(slow=20)
+    timing = run_measurement(lambda: None, "auto", StopRule(), lambda f: spell, None, _clock_reader([1980.0, 1980.0]))
+    assert timing.median_us == 117.5 and set(timing.samples_us) == {117.5}
+    # 200 ms of GPU time at 17 calls a sample: whole batches of 10 until the sum passes it
+    assert len(timing.warmup_samples_us) == 100 and timing.warmup_samples_us[:20] == [134.6] * 20
+
+
+def test_the_warm_up_counts_each_callables_own_gpu_time_and_stops_at_the_sample_cap():
+    taken = {"fast": 0, "slow": 0}
+
+    def taker(name, us):
+        def take(k):
+            taken[name] += k
+            return [us] * k
+        return take
+
+    rule = StopRule(warmup_ms=10.0, batch=5, min_samples=5, max_samples=40)
+    # fast: 100 µs x 10 calls = 1 ms a sample -> 10 samples; slow: 1 ms x 1 call -> 10 as well; tiny: capped
+    dropped = warm_up({"fast": taker("fast", 100.0), "slow": taker("slow", 1000.0)}, {"fast": 10, "slow": 1}, rule)
+    assert {k: len(v) for k, v in dropped.items()} == {"fast": 10, "slow": 10} == taken
+    dropped = warm_up({"tiny": lambda k: [1.0] * k}, {"tiny": 1}, rule)
+    assert len(dropped["tiny"]) == 40  # 40 µs of 10 ms: the sample cap, not an endless loop
+    assert warm_up({"x": lambda k: pytest.fail("no warm-up asked")}, {"x": 1}, StopRule(warmup_ms=0.0)) == {"x": []}
+
+
 # --- small helpers --------------------------------------------------------------------------------
 
 
@@ -182,13 +233,13 @@ def test_asking_for_cuda_device_time_without_cuda_is_a_clear_error():
         measure_device_time(lambda: None, "cuda")
 
 
-def _timing(method, samples, before=1980.0, after=1980.0, noise=0.004, error=None):
+def _timing(method, samples, before=1980.0, after=1980.0, noise=0.004, error=None, warmup_ms=200.0):
     from adaln_bench.harness.device_time import DeviceTiming, clock_dropped, median
 
     return DeviceTiming(method=method, median_us=median(samples), samples_us=samples, rel_noise=noise,
                         stop_reason="stable", calls_per_sample=14, sm_clock_mhz_before=before,
                         sm_clock_mhz_after=after, sm_clock_source="nvml", throttled=clock_dropped(before, after),
-                        capture_error=error)
+                        capture_error=error, warmup_samples_us=[150.0] * 10, warmup_ms=warmup_ms)
 
 
 def test_one_process_becomes_the_reports_device_time():
@@ -205,6 +256,8 @@ def test_one_process_becomes_the_reports_device_time():
     assert entry.processes == 1
     assert (entry.sm_clock_mhz_before, entry.sm_clock_mhz_after) == (1965.0, 1800.0)
     assert entry.throttled is True and entry.capture_error == "RuntimeError: cannot capture"
+    assert entry.warmup_ms == 200.0  # the setting goes into the report; the dropped samples do not
+    assert "150.0" not in entry.model_dump_json()
     only_fwd = device_time_entry(fwd)
     assert only_fwd.fwd_bwd_us is None and only_fwd.throttled is False
 

@@ -262,3 +262,17 @@ def test_the_mma_sync_sweep_loads_without_triton_and_keeps_only_tiles_that_fit()
         assert c["BM"] * c["BN"] >= 128 * 128 and not (c["BK"] == 64 and c["num_stages"] == 5)
     assert dict(BM=256, BN=128, BK=64, num_warps=8, num_stages=3) in tiles  # the best forward tile at T = 256
     assert dict(BM=256, BN=256, BK=32, num_warps=8, num_stages=3) not in tiles  # 256 accumulators a thread
+
+
+def test_kernel_bench_keeps_the_warm_ups_median_beside_the_kept_one():
+    from adaln_bench.harness.device_time import DeviceTiming
+    from adaln_bench.kernels.bench.child import summary
+
+    t = DeviceTiming(method="cuda_graph", median_us=117.5, samples_us=[117.5] * 20, rel_noise=0.001,
+                     stop_reason="stable", calls_per_sample=17, sm_clock_mhz_before=1980.0, sm_clock_mhz_after=1980.0,
+                     sm_clock_source="nvml", throttled=False, warmup_samples_us=[134.6] * 30 + [117.5] * 70,
+                     warmup_ms=200.0)
+    s = summary(t)
+    assert (s["us"], s["warmup_us"], s["warmup_samples"]) == (117.5, 117.5, 100)
+    t.warmup_samples_us[:] = [134.6] * 60 + [117.5] * 40  # a spell longer than half the warm-up shows
+    assert summary(t)["warmup_us"] == 134.6

@@ -8,11 +8,12 @@ from adaln_bench.reports.schema import AccuracyLatency, DeviceTime, Report
 from adaln_bench.reports.stats import StatVerdict
 
 
-def _point(centre, rel_sd=0.003, n=200, seed=0, processes=3, method="cuda_graph", fwd_bwd=True, throttled=False):
+def _point(centre, rel_sd=0.003, n=200, seed=0, processes=3, method="cuda_graph", fwd_bwd=True, throttled=False,
+           warmup_ms=None):
     rng = random.Random(seed)
     fwd = [rng.gauss(centre, centre * rel_sd) for _ in range(n)]
     dt = DeviceTime(method=method, fwd_us=sorted(fwd)[n // 2], fwd_samples=fwd, processes=processes,
-                    throttled=throttled)
+                    throttled=throttled, warmup_ms=warmup_ms)
     if fwd_bwd:
         fb = [rng.gauss(3 * centre, 3 * centre * rel_sd) for _ in range(n)]
         dt.fwd_bwd_us, dt.fwd_bwd_samples, dt.fwd_bwd_method = sorted(fb)[n // 2], fb, method
@@ -49,6 +50,16 @@ def test_a_method_change_and_throttling_are_named():
     gate = gate_device_time(_point(145.0, seed=1), _point(145.0, seed=2, method="queued", throttled=True),
                             "fwd_us", threshold=0.05)
     assert "method cuda_graph → queued" in gate.note and "NEW 3 processes, throttled" in gate.note
+
+
+def test_a_warm_up_change_is_named_and_equal_ones_are_not():
+    # A report from before the warm-up (None: first samples kept) against one with it: a figure that moved
+    # because a slow spell is no longer measured says so beside its verdict.
+    gate = gate_device_time(_point(134.6, seed=1), _point(117.5, seed=2, warmup_ms=200.0), "fwd_us", 0.05)
+    assert "warm-up 0 → 200 ms" in gate.note
+    gate = gate_device_time(_point(117.5, seed=1, warmup_ms=200.0), _point(117.5, seed=2, warmup_ms=200.0),
+                            "fwd_us", 0.05)
+    assert "warm-up" not in gate.note
 
 
 def test_the_reference_report_still_reads_and_device_time_round_trips(reference_path, tmp_path):

@@ -69,6 +69,9 @@ def test_merging_pools_samples_and_takes_the_median_of_the_pool():
     assert merged.sm_clock_mhz_before == 1950.0 and merged.sm_clock_mhz_after == 1700.0
     assert merged.throttled is True
     assert merged.fwd_rel_noise is not None and merged.fwd_rel_noise > 0
+    assert merged.warmup_ms is None  # neither part had a warm-up
+    a.warmup_ms = b.warmup_ms = 200.0
+    assert merge_device_times([a, b]).warmup_ms == 200.0
 
 
 def test_merging_merged_entries_counts_every_process():

@@ -11,6 +11,11 @@ between launches; at small T that is most of the figure, and it moves between pr
   enqueues every call while the GPU spins, so the calls run back to back and the span holds GPU time
   only. A sample whose enqueueing took longer than the spin is thrown away and the spin lengthened.
 
+Before the first kept sample the callable is run for at least `StopRule.warmup_ms` of its own GPU time and
+those samples are dropped: right after other work (the harness's FP64 reference, its event timing, the
+probes) the H200 ran the bundled forward at T = 1 about 15 % slower for up to ~70 ms (134.6 against 117-120
+µs), and a measurement that started there read slow in all its samples (NOTES.md §5 item 6).
+
 Either way samples are taken until the relative noise of their median (the half-width of its
 distribution-free 95 % interval over the median) is at most 0.5 %, or a cap on samples or seconds is
 reached; the estimate and the reason sampling stopped are recorded. The SM clock is read before and after
@@ -51,15 +56,21 @@ class DeviceTimeError(RuntimeError):
     """Device time was asked for where it cannot be taken (no CUDA, an unknown method)."""
 
 
+# GPU time each callable runs before its first kept sample: about 3x the longest slow spell seen (~70 ms).
+WARMUP_MS = 200.0
+
+
 @dataclass(frozen=True)
 class StopRule:
-    """When to stop sampling: noise at most `target`, or a cap reached (checked every `batch` samples)."""
+    """When to start keeping samples (after `warmup_ms` of the callable's GPU time) and when to stop: noise at
+    most `target`, or a cap reached (checked every `batch` samples)."""
 
     target: float = 0.005
     min_samples: int = 20
     max_samples: int = 500
     max_seconds: float = 5.0
     batch: int = 10
+    warmup_ms: float = WARMUP_MS
 
 
 StopReason = Literal["stable", "max_samples", "max_seconds"]
@@ -89,6 +100,9 @@ class DeviceTiming:
     # Why the callable could not be captured in a graph, when `method` is "queued" for that reason.
     capture_error: Optional[str] = None
     notes: list[str] = field(default_factory=list)
+    # The samples dropped before the first kept one, and the GPU time they were to span (StopRule.warmup_ms).
+    warmup_samples_us: list[float] = field(default_factory=list)
+    warmup_ms: float = 0.0
 
 
 # --- pure parts --------------------------------------------------------------------------------------
@@ -112,6 +126,22 @@ def relative_noise(samples: Sequence[float]) -> float:
     if mid <= 0:
         return math.inf
     return (s[hi - 1] - s[lo - 1]) / 2.0 / mid
+
+
+def warm_up(takers: dict[str, Callable[[int], list[float]]], calls: dict[str, int], rule: StopRule
+            ) -> dict[str, list[float]]:
+    """Samples taken and dropped, `rule.batch` at a time for each callable in turn, until each has run for
+    `rule.warmup_ms` of its own GPU time (a sample is µs per call over `calls[name]` calls), or
+    `rule.max_samples` samples. Returns what each dropped."""
+    dropped: dict[str, list[float]] = {name: [] for name in takers}
+    need_us = rule.warmup_ms * 1e3
+    while True:
+        pending = [name for name, got in dropped.items()
+                   if sum(got) * calls[name] < need_us and len(got) < rule.max_samples]
+        if not pending:
+            return dropped
+        for name in pending:
+            dropped[name] += takers[name](rule.batch)
 
 
 def sample_until_stable(take: Callable[[int], list[float]], rule: StopRule = StopRule(),
@@ -206,6 +236,7 @@ def run_measurement(fn: Callable[[], object], method: str, rule: StopRule,
             capture_error = f"{type(exc).__name__}: {exc}".strip()[:500]
     if sampler is None:
         sampler = make_queued(fn)
+    dropped = warm_up({"fn": sampler.take}, {"fn": sampler.calls}, rule)["fn"]
     before, source = read_clock()
     sampling = sample_until_stable(sampler.take, rule, clock)
     after, _ = read_clock()
@@ -213,7 +244,8 @@ def run_measurement(fn: Callable[[], object], method: str, rule: StopRule,
         method=sampler.method, median_us=median(sampling.samples_us), samples_us=sampling.samples_us,
         rel_noise=sampling.rel_noise, stop_reason=sampling.stop_reason, calls_per_sample=sampler.calls,
         sm_clock_mhz_before=before, sm_clock_mhz_after=after, sm_clock_source=source,
-        throttled=clock_dropped(before, after), capture_error=capture_error, notes=list(sampler.notes))
+        throttled=clock_dropped(before, after), capture_error=capture_error, notes=list(sampler.notes),
+        warmup_samples_us=dropped, warmup_ms=rule.warmup_ms)
 
 
 # --- CUDA ----------------------------------------------------------------------------------------------
@@ -428,7 +460,8 @@ def device_time_entry(fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None)
         fwd_rel_noise=_finite(fwd.rel_noise), fwd_process_medians=[round(fwd.median_us, 3)], processes=1,
         sm_clock_mhz_before=min(befores) if befores else None, sm_clock_mhz_after=min(afters) if afters else None,
         sm_clock_source=next((t.sm_clock_source for t in timings if t.sm_clock_source), None),
-        throttled=any(flags) if flags else None, capture_error=errors[0] if errors else None)
+        throttled=any(flags) if flags else None, capture_error=errors[0] if errors else None,
+        warmup_ms=fwd.warmup_ms)
     if fwd_bwd is not None:
         entry.fwd_bwd_us = round(fwd_bwd.median_us, 3)
         entry.fwd_bwd_samples = _rounded(fwd_bwd.samples_us)
@@ -449,6 +482,8 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], device,
         raise DeviceTimeError("interleaved device time needs CUDA")
     with torch.cuda.device(device):
         samplers = {name: GraphSampler(fn) for name, fn in fns.items()}
+        dropped = warm_up({name: s.take for name, s in samplers.items()},
+                          {name: s.calls for name, s in samplers.items()}, rule)
         before, source = read_sm_clock(device)
         sampled = sample_interleaved({name: s.take for name, s in samplers.items()}, rule)
         after, _ = read_sm_clock(device)
@@ -456,7 +491,8 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], device,
         method="cuda_graph", median_us=median(x.samples_us), samples_us=x.samples_us, rel_noise=x.rel_noise,
         stop_reason=x.stop_reason, calls_per_sample=samplers[name].calls, sm_clock_mhz_before=before,
         sm_clock_mhz_after=after, sm_clock_source=source, throttled=clock_dropped(before, after),
-        notes=list(samplers[name].notes)) for name, x in sampled.items()}
+        notes=list(samplers[name].notes), warmup_samples_us=dropped[name], warmup_ms=rule.warmup_ms)
+        for name, x in sampled.items()}
 
 
 def device_time_point(forward: Callable[[], object], step: Optional[Callable[[], object]], device,

@@ -69,6 +69,7 @@ def merge_device_times(parts: Sequence[DeviceTime]) -> DeviceTime:
         throttled=(any(p.throttled for p in parts if p.throttled is not None)
                    if any(p.throttled is not None for p in parts) else None),
         capture_error=next((p.capture_error for p in parts if p.capture_error), None),
+        warmup_ms=first.warmup_ms,
     )
     methods = {p.method for p in parts} | {p.fwd_bwd_method for p in parts if p.fwd_bwd_method}
     if len(methods) > 1:  # the same code in another process captured differently: say so beside the pool

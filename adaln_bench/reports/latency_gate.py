@@ -60,6 +60,8 @@ def gate_device_time(old: AccuracyLatency, new: AccuracyLatency, metric: str, th
     new_method = new_dt.method if metric == "fwd_us" else (new_dt.fwd_bwd_method or new_dt.method)
     if old_method != new_method:
         notes.append(f"method {old_method} → {new_method}")
+    if (old_dt.warmup_ms or 0.0) != (new_dt.warmup_ms or 0.0):  # a transient after other work was kept or not
+        notes.append(f"warm-up {old_dt.warmup_ms or 0:g} → {new_dt.warmup_ms or 0:g} ms")
     return DeviceGate(old_med, new_med, result.verdict, (new_med - old_med) / old_med, "; ".join(notes))
 
 

@@ -133,6 +133,9 @@ class DeviceTime(_Model):
     throttled: Optional[bool] = None
     # Why a graph could not be captured, when a method is "queued" for that reason.
     capture_error: Optional[str] = None
+    # GPU time each callable ran, its samples dropped, before the first kept sample (StopRule.warmup_ms);
+    # None in reports written before the warm-up existed, whose first samples were kept.
+    warmup_ms: Optional[float] = None
 
 
 class AccuracyLatency(_Model):

@@ -23,6 +23,7 @@ from adaln_bench.harness.inputs import Params, make_params, make_temb, make_upst
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.kernels.bench import bits
 from adaln_bench.kernels.bench.subjects import Subject, cublas_subject, library_subject, parse_library
+from adaln_bench.reports.stats import median
 from adaln_bench.shape import Shape
 
 # Per T and kind, all subjects together: 0.5 % noise on each median, or the caps.
@@ -35,7 +36,10 @@ def log(*parts: object) -> None:
 
 def summary(t: DeviceTiming) -> dict:
     return {"us": t.median_us, "noise": t.rel_noise, "samples": len(t.samples_us), "throttled": t.throttled,
-            "sm_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after], "stop": t.stop_reason}
+            "sm_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after], "stop": t.stop_reason,
+            # the dropped warm-up's median beside the kept one shows a slow spell the warm-up absorbed
+            "warmup_us": median(t.warmup_samples_us) if t.warmup_samples_us else None,
+            "warmup_samples": len(t.warmup_samples_us)}
 
 
 def timed_together(fns: dict[str, Callable[[], object]], device: torch.device) -> dict[str, dict]:
