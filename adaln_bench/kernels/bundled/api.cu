@@ -35,7 +35,8 @@
   ADALN_STR(ADALN_PORTABLE_MID_DACT_STAGES) "), above: ADALN_PORTABLE_TIERS=" ADALN_STR(ADALN_PORTABLE_TIERS)     \
   " (2: 256x128x32 (64x64, " ADALN_STR(ADALN_PORTABLE_LARGE_FWD_STAGES) ") / 256x128x32 (64x64, " ADALN_STR(       \
       ADALN_PORTABLE_LARGE_DACT_STAGES) ")), odd 128-row tile counts up to " ADALN_STR(ADALN_PORTABLE_ODD_MAX)  \
-  " on the middle tier; dW 128x128x32 (64x64, 4) order " ADALN_STR(ADALN_PORTABLE_DW_SWIZZLE)  \
+  " on the middle tier; dW 128x128x32 (64x64, " ADALN_STR(ADALN_PORTABLE_DW_STAGES) ") order "                 \
+      ADALN_STR(ADALN_PORTABLE_DW_SWIZZLE)                                                                      \
   "; dW on CUDA cores for T<=" ADALN_STR(ADALN_DW_SIMT_MAX) "; d_act T block " ADALN_STR(ADALN_T_BLOCK)
 #else
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"

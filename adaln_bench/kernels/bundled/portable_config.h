@@ -60,3 +60,8 @@
 #ifndef ADALN_PORTABLE_DW_SWIZZLE
 #define ADALN_PORTABLE_DW_SWIZZLE 1
 #endif
+// The dW GEMM's pipeline depth (cp.async stages; K = T is short: 8 k-tiles at T = 256). Triton's mma.sync sweep
+// (results/h200/mma_sync/) found its 3-stage 128x128 tile 12 % faster than this GEMM at T = 256.
+#ifndef ADALN_PORTABLE_DW_STAGES
+#define ADALN_PORTABLE_DW_STAGES 4
+#endif

@@ -85,7 +85,7 @@ using DactMid = GemmDact<Shape<128, 128, 32>, Shape<ADALN_PORTABLE_MID_DACT_WM, 
 // dW above ADALN_DW_MMA_MAX rows (api.cu; below it dw_mma.cu): 128x128 for every T (the H200 run with 128x256
 // was slower at T <= 64 and equal at 2048; smaller tiles with more CTAs per SM were slower at T = 16 to 256:
 // NOTES.md, "v7 run 6").
-using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, 4>;
+using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_DW_STAGES>;
 
 // Whether T (or the T block) takes the middle tier's tile (portable_config.h): up to its bound, and above it where
 // the large tier's 256-row tiles would pad an odd count of 128-row tiles.
