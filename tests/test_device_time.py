@@ -268,3 +268,53 @@ def test_a_point_on_the_cpu_has_no_device_time():
     calls = []
     assert device_time_point(lambda: calls.append(1), lambda: calls.append(2), torch.device("cpu")) is None
     assert calls == []  # nothing was run for nothing
+
+
+# --- the reference sampled beside the candidate ------------------------------------------------------
+
+
+def test_paired_ratios_pair_round_by_round_or_not_at_all():
+    from adaln_bench.harness.device_time import paired_ratios
+
+    assert paired_ratios([120.0, 130.0], [100.0, 100.0]) == [1.2, 1.3]
+    assert paired_ratios([120.0], [100.0, 100.0]) is None  # counts differ: not the same rounds
+    assert paired_ratios([], []) is None and paired_ratios([1.0], [0.0]) is None
+
+
+def test_a_point_is_sampled_beside_the_reference_and_keeps_its_ratio():
+    from adaln_bench.harness.device_time import Reference, point_entry
+
+    # A clock that drops halfway through moves both alike: the ratio stays 0.9 in every round.
+    cand = _timing("cuda_graph", [108.0, 108.0, 126.0, 126.0])
+    ref = _timing("cuda_graph", [120.0, 120.0, 140.0, 140.0])
+    calls = []
+
+    def interleaved(fns):
+        calls.append(sorted(fns))
+        return {"candidate": cand, "reference": ref}
+
+    entry = point_entry(lambda: None, lambda: None, Reference("cuBLAS", lambda: None, lambda: None), "auto",
+                        interleaved, alone=lambda fn: pytest.fail("nothing is measured alone"))
+    assert calls == [["candidate", "reference"]] * 2  # forward, then forward + backward, each beside its own
+    assert entry.fwd_us == 117.0 and entry.reference.fwd_us == 130.0
+    assert entry.reference.fwd_ratio == 0.9 and entry.reference.fwd_bwd_ratio == 0.9
+    assert entry.reference.fwd_samples == [120.0, 120.0, 140.0, 140.0] and entry.reference_error is None
+
+
+def test_a_point_whose_capture_fails_beside_the_reference_is_measured_alone_and_says_why():
+    from adaln_bench.harness.device_time import Reference, point_entry
+
+    def interleaved(fns):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    settled = []
+    alone = _timing("queued", [300.0, 301.0, 302.0])
+    entry = point_entry(lambda: None, None, Reference("cuBLAS", lambda: None), "auto", interleaved,
+                        alone=lambda fn: alone, settle=lambda: settled.append(1))
+    assert entry.method == "queued" and entry.fwd_us == 301.0 and entry.reference is None
+    assert entry.reference_error == "RuntimeError: operation not permitted when stream is capturing"
+    assert settled == [1]
+    # Asked for queued timing, the reference is not attempted (it needs graphs).
+    entry = point_entry(lambda: None, None, Reference("cuBLAS", lambda: None), "queued",
+                        lambda fns: pytest.fail("no graphs when queued is asked for"), alone=lambda fn: alone)
+    assert entry.reference is None and entry.reference_error is None

@@ -2,6 +2,8 @@
 import json
 import random
 
+import pytest
+
 from adaln_bench.reports.io import read_report
 from adaln_bench.reports.latency_gate import fallback_note, gate_device_time
 from adaln_bench.reports.schema import AccuracyLatency, DeviceTime, Report
@@ -50,6 +52,45 @@ def test_a_method_change_and_throttling_are_named():
     gate = gate_device_time(_point(145.0, seed=1), _point(145.0, seed=2, method="queued", throttled=True),
                             "fwd_us", threshold=0.05)
     assert "method cuda_graph → queued" in gate.note and "NEW 3 processes, throttled" in gate.note
+
+
+def _beside(point, ref_centre, seed, what="cuBLAS", clock=1.0):
+    """`point` with a reference sampled beside it: its own samples over `clock`, at `ref_centre` × clock."""
+    from adaln_bench.reports.schema import DeviceReference
+
+    rng = random.Random(seed)
+    dt = point.device_time
+    dt.fwd_samples = [x * clock for x in dt.fwd_samples]
+    dt.fwd_us *= clock
+    ref = [rng.gauss(ref_centre, ref_centre * 0.003) * clock for _ in dt.fwd_samples]
+    dt.reference = DeviceReference(what=what, fwd_us=sorted(ref)[len(ref) // 2], fwd_samples=ref)
+    return point
+
+
+def test_with_a_reference_beside_it_the_verdict_is_on_the_ratio_not_the_clock():
+    # The same code on a GPU 8 % slower (a lower clock under its power cap): the times moved, the ratio did not.
+    old = _beside(_point(221.0, seed=1, fwd_bwd=False), 226.0, seed=3)
+    new = _beside(_point(221.0, seed=2, fwd_bwd=False), 226.0, seed=4, clock=1.08)
+    gate = gate_device_time(old, new, "fwd_us", 0.05)
+    assert gate.verdict is StatVerdict.SAME and abs(gate.change) < 0.01
+    assert "relative to the reference sampled beside it" in gate.note and "absolute +8." in gate.note
+    assert gate.new_us == pytest.approx(new.device_time.fwd_us)  # the row still shows the times
+    # Judged on the times alone, the same two entries read WORSE: what the reference is for.
+    old.device_time.reference = new.device_time.reference = None
+    assert gate_device_time(old, new, "fwd_us", 0.05).verdict is StatVerdict.WORSE
+    # A real 10 % slowdown beside an unchanged reference is WORSE on the ratio.
+    old = _beside(_point(221.0, seed=1, fwd_bwd=False), 226.0, seed=3)
+    new = _beside(_point(243.1, seed=2, fwd_bwd=False), 226.0, seed=4)
+    gate = gate_device_time(old, new, "fwd_us", 0.05)
+    assert gate.verdict is StatVerdict.WORSE and gate.change == pytest.approx(0.10, abs=0.01)
+
+
+def test_a_reference_on_one_side_only_or_another_reference_falls_back_to_the_times():
+    old = _beside(_point(221.0, seed=1, fwd_bwd=False), 226.0, seed=3)
+    gate = gate_device_time(old, _point(221.0, seed=2, fwd_bwd=False), "fwd_us", 0.05)
+    assert gate.note.startswith("device time:") and "absolute: no reference in NEW" in gate.note
+    new = _beside(_point(221.0, seed=2, fwd_bwd=False), 226.0, seed=4, what="another GEMM")
+    assert "the references differ" in gate_device_time(old, new, "fwd_us", 0.05).note
 
 
 def test_a_warm_up_change_is_named_and_equal_ones_are_not():

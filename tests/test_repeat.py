@@ -74,6 +74,27 @@ def test_merging_pools_samples_and_takes_the_median_of_the_pool():
     assert merge_device_times([a, b]).warmup_ms == 200.0
 
 
+def test_merging_pools_the_reference_in_the_same_order_so_that_its_samples_still_pair():
+    from adaln_bench.reports.schema import DeviceReference
+
+    a = _dt([9.0, 18.0], [30.0, 60.0])
+    b = _dt([27.0, 9.0, 9.0], [90.0, 30.0, 30.0])
+    a.reference = DeviceReference(what="cuBLAS", fwd_us=15.0, fwd_samples=[10.0, 20.0],
+                                  fwd_bwd_samples=[40.0, 80.0], fwd_bwd_us=60.0)
+    b.reference = DeviceReference(what="cuBLAS", fwd_us=10.0, fwd_samples=[30.0, 10.0, 10.0],
+                                  fwd_bwd_samples=[120.0, 40.0, 40.0], fwd_bwd_us=40.0)
+    merged = merge_device_times([a, b])
+    ref = merged.reference
+    assert ref.fwd_samples == [10.0, 20.0, 30.0, 10.0, 10.0] and ref.fwd_us == 10.0
+    assert ref.fwd_ratio == 0.9 and ref.fwd_bwd_ratio == 0.75  # every pair 0.9 and 0.75
+    b.reference.what = "something else"  # references that differ do not pool
+    assert merge_device_times([a, b]).reference is None
+    b.reference = None  # nor does a pool where one process has none
+    b.reference_error = "RuntimeError: capture refused"
+    merged = merge_device_times([a, b])
+    assert merged.reference is None and merged.reference_error == "RuntimeError: capture refused"
+
+
 def test_merging_merged_entries_counts_every_process():
     two = merge_device_times([_dt([1.0] * 5), _dt([2.0] * 5)])
     three = merge_device_times([two, _dt([3.0] * 5)])

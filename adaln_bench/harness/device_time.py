@@ -495,15 +495,88 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], device,
         for name, x in sampled.items()}
 
 
+@dataclass(frozen=True)
+class Reference:
+    """What a candidate's device time is measured beside, in the same sampling rounds (`measure_interleaved`):
+    a fixed workload of the same shape, so that the ratio of the two cancels what moves them both (the SM clock
+    under a power cap, the memory's state, another machine) and a diff can judge the code, not the GPU's day."""
+
+    what: str
+    forward: Callable[[], object]
+    step: Optional[Callable[[], object]] = None
+
+
+def paired_ratios(samples: Sequence[float], reference: Sequence[float]) -> Optional[list[float]]:
+    """Each sample over the reference's sample of the same round (interleaved sampling gives both the same
+    count, round by round, and pooling keeps the order); None when they do not pair."""
+    if not samples or len(samples) != len(reference) or any(r <= 0 for r in reference):
+        return None
+    return [x / r for x, r in zip(samples, reference)]
+
+
+def reference_entry(what: str, fwd: DeviceTiming, ref_fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None,
+                    ref_fwd_bwd: Optional[DeviceTiming] = None):
+    """The reference's samples (and the median ratio of the candidate's to them) as the report's entry."""
+    from adaln_bench.reports.schema import DeviceReference
+
+    def ratio(t: DeviceTiming, r: DeviceTiming) -> Optional[float]:
+        pairs = paired_ratios(t.samples_us, r.samples_us)
+        return round(median(pairs), 4) if pairs else None
+
+    entry = DeviceReference(what=what, fwd_us=round(ref_fwd.median_us, 3), fwd_samples=_rounded(ref_fwd.samples_us),
+                            fwd_ratio=ratio(fwd, ref_fwd))
+    if fwd_bwd is not None and ref_fwd_bwd is not None:
+        entry.fwd_bwd_us = round(ref_fwd_bwd.median_us, 3)
+        entry.fwd_bwd_samples = _rounded(ref_fwd_bwd.samples_us)
+        entry.fwd_bwd_ratio = ratio(fwd_bwd, ref_fwd_bwd)
+    return entry
+
+
 def device_time_point(forward: Callable[[], object], step: Optional[Callable[[], object]], device,
-                      method: str = "auto", rule: StopRule = StopRule()):
+                      method: str = "auto", rule: StopRule = StopRule(), reference: Optional[Reference] = None):
     """Forward and (when `step` is given) forward + backward device time of one T, as the report's entry.
 
     None on a CPU device. The child calls it with the same `forward` and `step` closures it times with
-    events (`step` makes fresh leaves each call), after the event timing.
+    events (`step` makes fresh leaves each call), after the event timing. With a `reference`, each is sampled
+    interleaved with the reference's (graphs only); a candidate or reference that cannot be captured is then
+    measured alone, as without one, and `reference_error` says why.
     """
-    fwd = measure_device_time(forward, device, method, rule)
-    if fwd is None:
+    import torch
+
+    if torch.device(device).type != "cuda":
         return None
-    fwd_bwd = measure_device_time(step, device, method, rule) if step is not None else None
-    return device_time_entry(fwd, fwd_bwd)
+    return point_entry(forward, step, reference, method,
+                       interleaved=lambda fns: measure_interleaved(fns, device, rule),
+                       alone=lambda fn: measure_device_time(fn, device, method, rule),
+                       settle=torch.cuda.synchronize)
+
+
+def point_entry(forward: Callable[[], object], step: Optional[Callable[[], object]], reference: Optional[Reference],
+                method: str, interleaved: Callable[[dict], dict[str, DeviceTiming]],
+                alone: Callable[[Callable[[], object]], DeviceTiming], settle: Callable[[], object] = lambda: None):
+    """device_time_point's choices, with its two ways of measuring passed in (so they are tested on the CPU)."""
+    why = None
+    if reference is not None and method in ("auto", "cuda_graph"):
+        try:
+            pair = interleaved({"candidate": forward, "reference": reference.forward})
+            fwd, ref_fwd = pair["candidate"], pair["reference"]
+            fwd_bwd = ref_fwd_bwd = None
+            if step is not None and reference.step is not None:
+                pair = interleaved({"candidate": step, "reference": reference.step})
+                fwd_bwd, ref_fwd_bwd = pair["candidate"], pair["reference"]
+            elif step is not None:
+                fwd_bwd = alone(step)
+            entry = device_time_entry(fwd, fwd_bwd)
+            entry.reference = reference_entry(reference.what, fwd, ref_fwd, fwd_bwd, ref_fwd_bwd)
+            return entry
+        except Exception as exc:  # noqa: BLE001 - a capture refused: measured alone below, the reason kept
+            why = f"{type(exc).__name__}: {exc}".strip()[:300]
+            try:  # let the failed capture's work drain first
+                settle()
+            except Exception:  # noqa: BLE001
+                pass
+    fwd = alone(forward)
+    fwd_bwd = alone(step) if step is not None else None
+    entry = device_time_entry(fwd, fwd_bwd)
+    entry.reference_error = why
+    return entry

@@ -15,7 +15,7 @@ import torch
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness.accuracy import measure_accuracy
-from adaln_bench.harness.device_time import device_time_point
+from adaln_bench.harness.device_time import Reference, device_time_point
 from adaln_bench.harness.fingerprint import fingerprint
 from adaln_bench.harness.inputs import Params, make_temb
 from adaln_bench.harness.probes import probe_batch_invariance
@@ -68,6 +68,31 @@ def measure_candidate(impl: Implementation, params: Params, shape: Shape, device
     )
 
 
+REFERENCE_WHAT = ("the cuBLAS path at the same T, F.linear(F.silu(temb).to(bf16), W, b) (+ its autograd backward), "
+                  "captured with the mode switched off where it can be")
+
+
+def cublas_reference(temb: torch.Tensor, params: Params, shape: Shape, device: torch.device, backward: bool,
+                     mode_off: Callable[[], ContextManager]) -> Reference:
+    """The workload every candidate's device time is sampled beside (docs/spec.md#6-latency): the op's plain
+    cuBLAS path, the same in every report of a mode, so that a diff can judge the ratio."""
+    from adaln_bench.kernels.diffusers_baseline import replay
+
+    def forward() -> None:
+        with mode_off(), torch.no_grad():
+            replay(temb, params.weight, params.bias)
+
+    def step() -> None:
+        with mode_off():
+            t = temb.detach().requires_grad_()
+            w = params.weight.detach().requires_grad_()
+            b = params.bias.detach().requires_grad_()
+            replay(t, w, b).backward(ones)
+
+    ones = torch.ones((temb.shape[0], shape.out_features), dtype=torch.bfloat16, device=device) if backward else None
+    return Reference(REFERENCE_WHAT, forward, step if backward else None)
+
+
 def measure_point(impl: Implementation, params: Params, shape: Shape, device: torch.device, tokens: int,
                   parts: Parts, mode_off: Callable[[], ContextManager]) -> AccuracyLatency:
     """Errors and times at one T; a part not measured is null."""
@@ -99,7 +124,8 @@ def measure_point(impl: Implementation, params: Params, shape: Shape, device: to
     else:
         step = None
     try:  # after the event figures, which stay RL-Kernel's (docs/spec.md#6-latency); None on a CPU
-        timed = device_time_point(forward, step, device)
+        timed = device_time_point(forward, step, device, reference=cublas_reference(
+            temb, params, shape, device, impl.has_backward, mode_off))
         if timed is not None:
             entry.device_time = timed
     except Exception as exc:  # noqa: BLE001 - a candidate that cannot be timed so keeps its other results

@@ -16,9 +16,9 @@ import math
 from dataclasses import replace
 from typing import Callable, ContextManager, Optional, Protocol, Sequence
 
-from adaln_bench.harness.device_time import relative_noise
+from adaln_bench.harness.device_time import paired_ratios, relative_noise
 from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome
-from adaln_bench.reports.schema import CandidateEntry, CandidateResult, DeviceTime
+from adaln_bench.reports.schema import CandidateEntry, CandidateResult, DeviceReference, DeviceTime
 from adaln_bench.reports.stats import median
 
 
@@ -83,7 +83,28 @@ def merge_device_times(parts: Sequence[DeviceTime]) -> DeviceTime:
         merged.fwd_bwd_rel_noise = _finite_or_none(relative_noise(fb))
         merged.fwd_bwd_process_medians = fb_medians
         merged.fwd_bwd_method = first.fwd_bwd_method
+    merged.reference = merge_references(parts, merged)
+    errors = sorted({p.reference_error for p in parts if p.reference_error})
+    merged.reference_error = "; ".join(errors) or None
     return merged
+
+
+def merge_references(parts: Sequence[DeviceTime], merged: DeviceTime) -> Optional[DeviceReference]:
+    """The reference pooled in the candidate's process order, so that its samples still pair one for one with
+    the merged entry's; None unless every part has the same reference (a pool of some would not pair)."""
+    refs = [p.reference for p in parts]
+    if any(r is None for r in refs) or len({r.what for r in refs}) != 1:
+        return None
+    fwd = [x for r in refs for x in r.fwd_samples]
+    pairs = paired_ratios(merged.fwd_samples, fwd)
+    out = DeviceReference(what=refs[0].what, fwd_us=round(median(fwd), 3), fwd_samples=fwd,
+                          fwd_ratio=round(median(pairs), 4) if pairs else None)
+    if merged.fwd_bwd_samples is not None and all(r.fwd_bwd_samples for r in refs):
+        fb = [x for r in refs for x in r.fwd_bwd_samples]
+        pairs = paired_ratios(merged.fwd_bwd_samples, fb)
+        out.fwd_bwd_us, out.fwd_bwd_samples = round(median(fb), 3), fb
+        out.fwd_bwd_ratio = round(median(pairs), 4) if pairs else None
+    return out
 
 
 def _why(entry: Optional[CandidateEntry]) -> str:

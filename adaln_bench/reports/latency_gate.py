@@ -2,7 +2,8 @@
 
 By default a latency row is judged on device time (`accuracy_latency.<T>.device_time`) with the test of
 `reports/stats.py`: the ratio of the pooled medians past the threshold and a Mann-Whitney U test past it
-at alpha. When either side has no device time (RL-Kernel's report, a CPU run, a report written before
+at alpha. When both sides hold the same reference sampled beside the candidate (`device_time.reference`),
+the test runs on the candidate's samples over the reference's, round by round, instead of on the times. When either side has no device time (RL-Kernel's report, a CPU run, a report written before
 device time existed), it falls back to the host-inclusive CUDA-event medians under the existing rule
 (quartiles apart), and the note says so. The event medians can also be chosen on purpose.
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from adaln_bench.reports.schema import AccuracyLatency, DeviceTime
-from adaln_bench.reports.stats import DEFAULT_ALPHA, StatVerdict, latency_verdict
+from adaln_bench.reports.stats import DEFAULT_ALPHA, StatVerdict, latency_verdict, median
 
 METRIC_SAMPLES = {"fwd_us": ("fwd_us", "fwd_samples"), "fwd_bwd_us": ("fwd_bwd_us", "fwd_bwd_samples")}
 
@@ -42,6 +43,16 @@ def device_samples(point: Optional[AccuracyLatency], metric: str) -> Optional[tu
     return med, list(samples), dt
 
 
+def reference_ratios(dt: DeviceTime, metric: str, samples: list[float]) -> Optional[list[float]]:
+    """The candidate's samples of `metric` over the reference's of the same round, if the entry has them."""
+    from adaln_bench.harness.device_time import paired_ratios
+
+    ref = dt.reference
+    if ref is None:
+        return None
+    return paired_ratios(samples, ref.fwd_samples if metric == "fwd_us" else (ref.fwd_bwd_samples or []))
+
+
 def _side_text(dt: DeviceTime) -> str:
     text = f"{dt.processes} process{'es' if dt.processes != 1 else ''}"
     return text + (", throttled" if dt.throttled else "")
@@ -54,15 +65,30 @@ def gate_device_time(old: AccuracyLatency, new: AccuracyLatency, metric: str, th
     if a is None or b is None:
         return None
     (old_med, old_samples, old_dt), (new_med, new_samples, new_dt) = a, b
-    result = latency_verdict(old_samples, new_samples, threshold=threshold, alpha=alpha)
-    notes = [f"device time: {result.describe()}; OLD {_side_text(old_dt)}, NEW {_side_text(new_dt)}"]
+    old_r, new_r = reference_ratios(old_dt, metric, old_samples), reference_ratios(new_dt, metric, new_samples)
+    same_reference = old_r and new_r and old_dt.reference.what == new_dt.reference.what
+    if same_reference:
+        # Judged against the reference sampled beside it on each side: what moved both (a clock under a power
+        # cap, another machine) cancels; the absolute change stays in the note.
+        result = latency_verdict(old_r, new_r, threshold=threshold, alpha=alpha)
+        notes = [f"relative to the reference sampled beside it: ×{median(old_r):.3f} → ×{median(new_r):.3f}, "
+                 f"{result.describe()}; absolute {(new_med - old_med) / old_med * 100:+.1f} %; "
+                 f"OLD {_side_text(old_dt)}, NEW {_side_text(new_dt)}"]
+        change = result.ratio - 1.0
+    else:
+        result = latency_verdict(old_samples, new_samples, threshold=threshold, alpha=alpha)
+        notes = [f"device time: {result.describe()}; OLD {_side_text(old_dt)}, NEW {_side_text(new_dt)}"]
+        change = (new_med - old_med) / old_med
+        if old_r or new_r:  # one side has a reference the other cannot be judged against
+            notes.append("absolute: " + ("the references differ" if old_r and new_r else
+                                         f"no reference in {'NEW' if old_r else 'OLD'}"))
     old_method = old_dt.method if metric == "fwd_us" else (old_dt.fwd_bwd_method or old_dt.method)
     new_method = new_dt.method if metric == "fwd_us" else (new_dt.fwd_bwd_method or new_dt.method)
     if old_method != new_method:
         notes.append(f"method {old_method} → {new_method}")
     if (old_dt.warmup_ms or 0.0) != (new_dt.warmup_ms or 0.0):  # a transient after other work was kept or not
         notes.append(f"warm-up {old_dt.warmup_ms or 0:g} → {new_dt.warmup_ms or 0:g} ms")
-    return DeviceGate(old_med, new_med, result.verdict, (new_med - old_med) / old_med, "; ".join(notes))
+    return DeviceGate(old_med, new_med, result.verdict, change, "; ".join(notes))
 
 
 def fallback_note(old: AccuracyLatency, new: AccuracyLatency, metric: str) -> str:

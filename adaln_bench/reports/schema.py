@@ -107,6 +107,20 @@ class GradRelErr(_Model):
 DeviceTimeMethod = Literal["cuda_graph", "queued"]
 
 
+class DeviceReference(_Model):
+    """The workload a candidate's device time was sampled beside (harness/device_time.py `Reference`), in the
+    same rounds: its samples pair with the candidate's one for one (pooled in the same process order), and
+    `*_ratio` is the median of the candidate's samples over the reference's, round by round."""
+
+    what: str
+    fwd_us: float
+    fwd_samples: list[float]
+    fwd_ratio: Optional[float] = None
+    fwd_bwd_us: Optional[float] = None
+    fwd_bwd_samples: Optional[list[float]] = None
+    fwd_bwd_ratio: Optional[float] = None
+
+
 class DeviceTime(_Model):
     """GPU time per call without the host's launch time (harness/device_time.py), every sample kept.
 
@@ -136,6 +150,9 @@ class DeviceTime(_Model):
     # GPU time each callable ran, its samples dropped, before the first kept sample (StopRule.warmup_ms);
     # None in reports written before the warm-up existed, whose first samples were kept.
     warmup_ms: Optional[float] = None
+    # The reference sampled beside the candidate (None in older reports), or why it could not be.
+    reference: Optional[DeviceReference] = None
+    reference_error: Optional[str] = None
 
 
 class AccuracyLatency(_Model):

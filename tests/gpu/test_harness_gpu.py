@@ -25,3 +25,13 @@ def test_quick_cuda_run_of_plain_and_the_cublaslt_recipe(tmp_path):
         acc = entry["accuracy_latency"]["3"]
         assert acc["clock"] == "cuda_event" and 0 < acc["fwd_rel_err"] < 1e-2
         assert entry["fingerprint"]["output_sha256"]
+        # Device time: after the warm-up, sampled beside the cuBLAS path. The diffusers candidate in plain mode
+        # is that path itself, so its ratio sits near 1 (the two graphs run the same kernels in turn).
+        dt = acc["device_time"]
+        assert dt["warmup_ms"] == 200.0 and dt.get("reference_error") is None
+        ref = dt["reference"]
+        assert len(ref["fwd_samples"]) == len(dt["fwd_samples"])
+        assert len(ref["fwd_bwd_samples"]) == len(dt["fwd_bwd_samples"])
+        assert "cuBLAS path" in ref["what"]
+        if mode == "plain":
+            assert 0.9 < ref["fwd_ratio"] < 1.1 and 0.9 < ref["fwd_bwd_ratio"] < 1.1
