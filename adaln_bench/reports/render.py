@@ -172,6 +172,42 @@ def _error_table(report: Report) -> Table:
     return table
 
 
+def device_cells(result: CandidateResult) -> Optional[list[str]]:
+    """Forward + backward device time at each shown T, with its ratio to the cuBLAS path sampled beside it
+    where the report has one (`device_time.reference`); None when no shown T has device time."""
+    cells, any_time = [], False
+    for t in SHOWN_TOKENS:
+        point = result.accuracy_latency.get(t)
+        dt = point.device_time if point is not None else None
+        if dt is None or dt.fwd_bwd_us is None:
+            cells.append("—")
+            continue
+        any_time = True
+        ratio = dt.reference.fwd_bwd_ratio if dt.reference is not None else None
+        text = metrics.DEVICE.brief(dt.fwd_bwd_us)
+        cells.append(f"{text} ×{ratio:.2f}" if ratio is not None else text)
+    return cells if any_time else None
+
+
+def _device_table(report: Report) -> Table:
+    """The device-time counterpart of the first table's event times: GPU time without the host's launch time,
+    and (×) its ratio to the cuBLAS path sampled in the same rounds, which what moved the GPU's clock leaves
+    alone."""
+    table = Table(title="forward + backward device time (× cuBLAS, timed beside it)", box=box.SIMPLE_HEAD,
+                  title_justify="left")
+    table.add_column("mode / candidate", overflow="fold", min_width=12)
+    for t in SHOWN_TOKENS:
+        table.add_column(f"T={t}", justify="right", no_wrap=True)
+    for mode, candidates in report.results.items():
+        measured = {name: cells for name, e in candidates.items()
+                    if isinstance(e, CandidateResult) and (cells := device_cells(e)) is not None}
+        if measured:
+            table.add_row(f"[bold]{escape(mode)}[/bold]", *("" for _ in SHOWN_TOKENS))
+        for name, cells in measured.items():
+            table.add_row(f"  {escape(_short_name(mode, name))}", *cells)
+    return table
+
+
 def _detail_lines(report: Report) -> list[str]:
     """What the table's short words stand for: the failing counts of a NO, the reason for any other status.
     A mode whose every candidate gave no result for one reason gets one line."""
@@ -199,6 +235,9 @@ def print_summary(report: Report, console: Optional[Console] = None) -> None:
     console = console or wide_console()
     console.print(escape(header(report)))
     console.print(_answer_table(report))
+    device = _device_table(report)
+    if device.row_count:
+        console.print(device)
     errors = _error_table(report)
     if errors.row_count:
         console.print(errors)
@@ -235,6 +274,12 @@ def markdown(report: Report) -> str:
         verdict = row.verdict if not row.verdict.startswith(NO_RESULT) else f"{row.verdict}: {row.note}"
         table.append([row.mode, f"`{row.candidate}`", verdict, *row.cells])
     lines += markdown_table(cols, table)
+    device = [(mode, f"`{name}`", *cells) for mode, candidates in report.results.items()
+              for name, entry in candidates.items()
+              if isinstance(entry, CandidateResult) and (cells := device_cells(entry)) is not None]
+    if device:
+        lines += ["", "Forward + backward device time (× the cuBLAS path sampled beside it):", ""]
+        lines += markdown_table(["mode", "candidate"] + [f"T={t}" for t in SHOWN_TOKENS], device)
     groups = consistency_groups(report)
     if len(groups) > 1:
         lines += ["", "Train–infer consistency (seed 3, 257 rows; same letter = bitwise identical):", ""]
