@@ -514,21 +514,23 @@ def paired_ratios(samples: Sequence[float], reference: Sequence[float]) -> Optio
     return [x / r for x, r in zip(samples, reference)]
 
 
+def median_ratio(samples: Sequence[float], reference: Sequence[float]) -> Optional[float]:
+    """The median of `paired_ratios`, as the report keeps it; None when they do not pair."""
+    pairs = paired_ratios(samples, reference)
+    return round(median(pairs), 4) if pairs else None
+
+
 def reference_entry(what: str, fwd: DeviceTiming, ref_fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None,
                     ref_fwd_bwd: Optional[DeviceTiming] = None):
     """The reference's samples (and the median ratio of the candidate's to them) as the report's entry."""
     from adaln_bench.reports.schema import DeviceReference
 
-    def ratio(t: DeviceTiming, r: DeviceTiming) -> Optional[float]:
-        pairs = paired_ratios(t.samples_us, r.samples_us)
-        return round(median(pairs), 4) if pairs else None
-
     entry = DeviceReference(what=what, fwd_us=round(ref_fwd.median_us, 3), fwd_samples=_rounded(ref_fwd.samples_us),
-                            fwd_ratio=ratio(fwd, ref_fwd))
+                            fwd_ratio=median_ratio(fwd.samples_us, ref_fwd.samples_us))
     if fwd_bwd is not None and ref_fwd_bwd is not None:
         entry.fwd_bwd_us = round(ref_fwd_bwd.median_us, 3)
         entry.fwd_bwd_samples = _rounded(ref_fwd_bwd.samples_us)
-        entry.fwd_bwd_ratio = ratio(fwd_bwd, ref_fwd_bwd)
+        entry.fwd_bwd_ratio = median_ratio(fwd_bwd.samples_us, ref_fwd_bwd.samples_us)
     return entry
 
 

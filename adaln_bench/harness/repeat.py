@@ -16,7 +16,7 @@ import math
 from dataclasses import replace
 from typing import Callable, ContextManager, Optional, Protocol, Sequence
 
-from adaln_bench.harness.device_time import paired_ratios, relative_noise
+from adaln_bench.harness.device_time import median_ratio, relative_noise
 from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome
 from adaln_bench.reports.schema import CandidateEntry, CandidateResult, DeviceReference, DeviceTime
 from adaln_bench.reports.stats import median
@@ -96,14 +96,12 @@ def merge_references(parts: Sequence[DeviceTime], merged: DeviceTime) -> Optiona
     if any(r is None for r in refs) or len({r.what for r in refs}) != 1:
         return None
     fwd = [x for r in refs for x in r.fwd_samples]
-    pairs = paired_ratios(merged.fwd_samples, fwd)
     out = DeviceReference(what=refs[0].what, fwd_us=round(median(fwd), 3), fwd_samples=fwd,
-                          fwd_ratio=round(median(pairs), 4) if pairs else None)
+                          fwd_ratio=median_ratio(merged.fwd_samples, fwd))
     if merged.fwd_bwd_samples is not None and all(r.fwd_bwd_samples for r in refs):
         fb = [x for r in refs for x in r.fwd_bwd_samples]
-        pairs = paired_ratios(merged.fwd_bwd_samples, fb)
         out.fwd_bwd_us, out.fwd_bwd_samples = round(median(fb), 3), fb
-        out.fwd_bwd_ratio = round(median(pairs), 4) if pairs else None
+        out.fwd_bwd_ratio = median_ratio(merged.fwd_bwd_samples, fb)
     return out
 
 

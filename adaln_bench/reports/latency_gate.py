@@ -3,8 +3,9 @@
 By default a latency row is judged on device time (`accuracy_latency.<T>.device_time`) with the test of
 `reports/stats.py`: the ratio of the pooled medians past the threshold and a Mann-Whitney U test past it
 at alpha. When both sides hold the same reference sampled beside the candidate (`device_time.reference`),
-the test runs on the candidate's samples over the reference's, round by round, instead of on the times. When either side has no device time (RL-Kernel's report, a CPU run, a report written before
-device time existed), it falls back to the host-inclusive CUDA-event medians under the existing rule
+the test runs on the candidate's samples over the reference's, round by round, instead of on the times.
+When either side has no device time (RL-Kernel's report, a CPU run, a report written before device time
+existed), it falls back to the host-inclusive CUDA-event medians under the existing rule
 (quartiles apart), and the note says so. The event medians can also be chosen on purpose.
 
 Pure: no I/O; the diff engine calls `gate_latency` per (mode, candidate, T, metric).

@@ -60,8 +60,9 @@
 #ifndef ADALN_PORTABLE_DW_SWIZZLE
 #define ADALN_PORTABLE_DW_SWIZZLE 1
 #endif
-// The dW GEMM's pipeline depth (cp.async stages; K = T is short: 8 k-tiles at T = 256). Triton's mma.sync sweep
-// (results/h200/mma_sync/) found its 3-stage 128x128 tile 12 % faster than this GEMM at T = 256.
+// The dW GEMM's pipeline depth (cp.async stages; K = T is short: 8 k-tiles at T = 256). 3 stages (the depth of
+// Triton's best mma.sync dW tile, results/h200/mma_sync/) took 0.6-1.5 % off dW alone at T = 256 and nothing off
+// forward + backward (NOTES.md "v16 run 37"): kept at 4.
 #ifndef ADALN_PORTABLE_DW_STAGES
 #define ADALN_PORTABLE_DW_STAGES 4
 #endif
