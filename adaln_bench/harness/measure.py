@@ -72,25 +72,38 @@ REFERENCE_WHAT = ("the cuBLAS path at the same T, F.linear(F.silu(temb).to(bf16)
                   "captured with the mode switched off where it can be")
 
 
-def cublas_reference(temb: torch.Tensor, params: Params, shape: Shape, device: torch.device, backward: bool,
+def training_step(forward: Callable, temb: torch.Tensor, params: Params, ones: torch.Tensor) -> Callable[[], None]:
+    """One training step as every timing takes it: fresh leaves, `forward`, backward with `ones`."""
+
+    def step() -> None:
+        t = temb.detach().requires_grad_()
+        w = params.weight.detach().requires_grad_()
+        b = params.bias.detach().requires_grad_()
+        forward(t, w, b).backward(ones)
+
+    return step
+
+
+def cublas_reference(temb: torch.Tensor, params: Params, ones: Optional[torch.Tensor],
                      mode_off: Callable[[], ContextManager]) -> Reference:
     """The workload every candidate's device time is sampled beside (docs/spec.md#6-latency): the op's plain
-    cuBLAS path, the same in every report of a mode, so that a diff can judge the ratio."""
+    cuBLAS path, the same in every report of a mode, so that a diff can judge the ratio. No step without `ones`
+    (a candidate without a backward)."""
     from adaln_bench.kernels.diffusers_baseline import replay
 
     def forward() -> None:
         with mode_off(), torch.no_grad():
             replay(temb, params.weight, params.bias)
 
+    if ones is None:
+        return Reference(REFERENCE_WHAT, forward)
+    plain_step = training_step(replay, temb, params, ones)
+
     def step() -> None:
         with mode_off():
-            t = temb.detach().requires_grad_()
-            w = params.weight.detach().requires_grad_()
-            b = params.bias.detach().requires_grad_()
-            replay(t, w, b).backward(ones)
+            plain_step()
 
-    ones = torch.ones((temb.shape[0], shape.out_features), dtype=torch.bfloat16, device=device) if backward else None
-    return Reference(REFERENCE_WHAT, forward, step if backward else None)
+    return Reference(REFERENCE_WHAT, forward, step)
 
 
 def measure_point(impl: Implementation, params: Params, shape: Shape, device: torch.device, tokens: int,
@@ -110,22 +123,14 @@ def measure_point(impl: Implementation, params: Params, shape: Shape, device: to
     fwd, clock = time_call(forward, device)
     entry = AccuracyLatency(fwd_rel_err=fwd_err, grad_rel_err=grad_err, fwd_us=fwd.median, fwd_us_dist=fwd,
                             clock=clock)
+    ones = step = None
     if impl.has_backward:
         ones = torch.ones((tokens, shape.out_features), dtype=torch.bfloat16, device=device)
-
-        def step() -> None:
-            t = temb.detach().requires_grad_()
-            w = params.weight.detach().requires_grad_()
-            b = params.bias.detach().requires_grad_()
-            impl.forward(t, w, b).backward(ones)
-
+        step = training_step(impl.forward, temb, params, ones)
         fb, _ = time_call(step, device)
         entry.fwd_bwd_us, entry.fwd_bwd_us_dist = fb.median, fb
-    else:
-        step = None
     try:  # after the event figures, which stay RL-Kernel's (docs/spec.md#6-latency); None on a CPU
-        timed = device_time_point(forward, step, device, reference=cublas_reference(
-            temb, params, shape, device, impl.has_backward, mode_off))
+        timed = device_time_point(forward, step, device, reference=cublas_reference(temb, params, ones, mode_off))
         if timed is not None:
             entry.device_time = timed
     except Exception as exc:  # noqa: BLE001 - a candidate that cannot be timed so keeps its other results

@@ -20,6 +20,7 @@ import torch
 from adaln_bench.harness import plan as P
 from adaln_bench.harness.device_time import DeviceTiming, StopRule, measure_interleaved
 from adaln_bench.harness.inputs import Params, make_params, make_temb, make_upstream
+from adaln_bench.harness.measure import training_step
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.kernels.bench import bits
 from adaln_bench.kernels.bench.subjects import Subject, cublas_subject, library_subject, parse_library
@@ -54,13 +55,7 @@ def forward_and_step(subject: Subject, params: Params, shape: Shape, tokens: int
         with torch.no_grad():
             subject.forward(temb, params.weight, params.bias)
 
-    def step() -> None:
-        t = temb.detach().requires_grad_()
-        w = params.weight.detach().requires_grad_()
-        b = params.bias.detach().requires_grad_()
-        subject.forward(t, w, b).backward(ones)
-
-    return forward, step
+    return forward, training_step(subject.forward, temb, params, ones)
 
 
 def _stream(device: torch.device) -> Optional[int]:
