@@ -74,7 +74,7 @@ class RunProgress:
         self.now = now
         self._t0 = now()
         self._lock = threading.Lock()
-        self._states = {job.mode.name: ModeState(now) for job in jobs}
+        self._states = {job.key: ModeState(now) for job in jobs}
         self.live = not disabled and self.stream.isatty()
         self.lines = not disabled and not self.live
         self._progress = Progress(

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
@@ -13,6 +15,9 @@ import typer
 from adaln_bench.commands.device import resolve_device
 from adaln_bench.errors import UserError
 from adaln_bench.harness.shapes import Shape, resolve_shape
+
+# CPU children at once: each uses one torch thread, so two share a 2-core machine's work.
+CPU_CHILDREN = 2
 
 
 def _parse_gpus(gpus: Optional[str], device: str) -> list[Optional[int]]:
@@ -56,52 +61,47 @@ def _check_environments(modes) -> None:
             raise UserError(problem)
 
 
-def _choose_candidates(names: list[str], modes) -> dict[str, list[str]]:
-    """Candidates per mode: those named (in every chosen mode), else each candidate's default modes."""
-    from adaln_bench.kernels import registry
-
-    if names:
-        for name in names:
-            try:
-                registry.get(name)
-            except KeyError:
-                known = ", ".join(registry.all_candidates())
-                raise UserError(f"unknown candidate {name!r}; known: {known}, or module:function") from None
-        return {m.name: list(dict.fromkeys(names)) for m in modes}
-    table = registry.all_candidates()
-    return {m.name: [c.name for c in table.values() if c.default_modes is None or m.name in c.default_modes]
-            for m in modes}
-
-
-def _check_cpu_cost(shape: Shape, quick: bool, yes: bool) -> None:
+def _check_cpu_cost(ops, shape: Shape, quick: bool, yes: bool) -> None:
     """A shape that would take hours on the CPU runs only with --yes; otherwise one line says why not."""
-    from adaln_bench.harness import plan as P
-    from adaln_bench.harness.cpu_estimate import (
-        CPU_LIMIT_S, describe_seconds, estimate_seconds, needs_estimate)
+    from adaln_bench.harness.cpu_estimate import CPU_LIMIT_S, describe_seconds, estimate_seconds, needs_estimate
 
-    if not needs_estimate(shape):
+    costly = [op for op in ops if needs_estimate(op, shape)]
+    if not costly:
         return
-    seconds = estimate_seconds(shape, P.QUICK if quick else P.FULL)
+    seconds, op = max((estimate_seconds(op, shape, op.family.plan(quick)), op) for op in costly)
     if seconds <= CPU_LIMIT_S:
         return
-    what = f"{shape.describe()}{' --quick' if quick else ''} on the CPU: about {describe_seconds(seconds)} " \
-           "per measured (mode, candidate) pair (estimated here)"
+    what = (f"{shape.describe(with_n=op.name == 'adaln_projection')}{' --quick' if quick else ''} on the CPU: "
+            f"about {describe_seconds(seconds)} per measured (mode, candidate) pair"
+            f"{'' if len(ops) == 1 else ' of ' + op.name} (estimated here)")
     if not yes:
         raise UserError(f"{what}; pass --yes to run it anyway, or use a smaller --preset or a GPU")
     print(f"adaln-bench: warning: {what}; running it because of --yes", file=sys.stderr)
 
 
-def default_out_path(device: str, quick: bool) -> Path:
+def run_name(device: str, shape: Shape, quick: bool, latency_only: bool, modes, all_modes: bool):
     from adaln_bench.harness.environment import gpu_slug, tool_git_state
+    from adaln_bench.reports.naming import RunName, shape_tag
 
     slug = gpu_slug() if device == "cuda" else "cpu"
     commit, dirty = tool_git_state()
     tag = (commit[:7] if commit else "nocommit") + ("-dirty" if dirty else "")
-    kind = ".quick" if quick else ""
-    return Path("results") / slug / f"adaln_projection.{slug}.{tag}{kind}.json"
+    return RunName(slug, tag, shape_tag(shape), quick, latency_only,
+                   None if all_modes else tuple(m.name for m in modes))
+
+
+def _projection_only_option(preset: Optional[str], dim, hidden, modalities) -> Optional[str]:
+    """The first option given that only the projection has (its sizes, or the flux preset)."""
+    for name, value in (("--dim", dim), ("--hidden", hidden), ("--modalities", modalities)):
+        if value is not None:
+            return name
+    return "--preset flux" if preset == "flux" else None
 
 
 def run_command(
+    op: List[str] = typer.Option([], "--op",
+                                 help="Operator to measure (repeatable), or all; default: every operator "
+                                 "(adaln-bench ops lists them)."),
     mode: List[str] = typer.Option([], "--mode", "-m", help="Mode to run (repeatable); default: every mode."),
     candidate: List[str] = typer.Option([], "--candidate", "-c",
                                         help="Candidate to measure (repeatable): a registered name or module:function."),
@@ -111,7 +111,9 @@ def run_command(
     dim: Optional[int] = typer.Option(None, help="D, the width of temb."),
     hidden: Optional[int] = typer.Option(None, help="H, the hidden size."),
     modalities: Optional[int] = typer.Option(None, help="M, the number of modalities (N = 6·M·H)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report path; default results/<device>/…"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="Directory of the reports (one per operator under <out>/<op>/, and "
+                                       "a run index); with one operator, a report file. Default results/<device>/."),
     timeout: Optional[float] = typer.Option(None, help="Seconds one mode may take before its child is stopped (a positive, finite number)."),
     gpus: Optional[str] = typer.Option(None, help="Comma-separated GPU indices: modes run concurrently, one child per GPU."),
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
@@ -135,17 +137,18 @@ def run_command(
                                help="Measure each mode's latency in K fresh processes, interleaved, every sample "
                                "kept (device time); probes and accuracy run once. The nightly uses 3."),
 ) -> None:
-    """Measure batch invariance, FP64 accuracy and latency; write one JSON report."""
+    """Measure batch invariance, FP64 accuracy and latency; write one JSON report per operator."""
     from adaln_bench.commands.progress import RunProgress
     from adaln_bench.envs.file import choose_interpreters
     from adaln_bench.harness import exit_status
-    from adaln_bench.harness.assemble import assemble_report
+    from adaln_bench.harness.assemble import RunContext, assemble_report
     from adaln_bench.harness.exit_status import run_exit
     from adaln_bench.harness.repeat import RepeatedRun
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
+    from adaln_bench.harness.runner import ChildOptions, ModeOutcome, ModeRunner
+    from adaln_bench.harness.selection import check_candidates, choose_operators, jobs as make_jobs, select
     from adaln_bench.harness.stop_signals import StopSignals
-    from adaln_bench.reports.io import check_writable, write_report
-    from adaln_bench.reports.render import print_summary
+    from adaln_bench.reports.io import check_writable
+    from adaln_bench.reports.run_output import write_run
 
     if repeat < 1:
         raise UserError(f"--repeat must be at least 1, not {repeat}")
@@ -156,21 +159,30 @@ def run_command(
     run_device = resolve_device(device)
     slots = _parse_gpus(gpus, run_device)
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
+    ops = choose_operators(op, _projection_only_option(preset, dim, hidden, modalities), candidate)
+    check_candidates(ops, candidate)
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
     _check_environments(modes)
-    per_mode = _choose_candidates(candidate, modes)
+    selection = select(ops, modes, candidate)
     interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
-    out_path = check_writable(out or default_out_path(run_device, quick))
+    single_file = out is not None and len(ops) == 1 and out.suffix == ".json"
+    if out is not None and out.suffix == ".json" and len(ops) > 1:
+        raise UserError(f"--out {out}: with {len(ops)} operators --out names a directory (or pass one --op)")
+    name = run_name(run_device, shape, quick, latency_only, modes, all_modes=not mode)
+    out_target = check_writable(out, directory=False) if single_file else check_writable(
+        out or Path("results") / name.slug, directory=True)
     if run_device == "cpu":
-        _check_cpu_cost(shape, quick, yes)
+        _check_cpu_cost(ops, shape, quick, yes)
     # CUDA-only recipes (cuBLAS settings) mean nothing on the CPU: skipped there unless named with --mode.
     skipped = [m for m in modes if m.cuda_only and run_device != "cuda" and m.name not in mode]
 
+    what = f"{len(ops)} operator(s)" if len(ops) > 1 else ops[0].name
     if run_device == "cpu" and device == "auto":
-        print(f"adaln-bench: no CUDA device here: running on the CPU with the {shape.describe()} shape "
-              "(CPU times are for smoke runs only)", file=sys.stderr)
+        print(f"adaln-bench: no CUDA device here: running {what} on the CPU with the {shape.preset or 'given'} "
+              f"shape {shape.describe(('dim', 'hidden', 'modalities'), with_n=len(ops) == 1)} (CPU times are for "
+              "smoke runs only)", file=sys.stderr)
     elif not quiet:
-        print(f"adaln-bench: {run_device}, {shape.describe()}, {len(modes)} mode(s)"
+        print(f"adaln-bench: {run_device}, {what}, {shape.describe()}, {len(modes)} mode(s)"
               f"{', quick' if quick else ''}", file=sys.stderr)
 
     options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
@@ -178,7 +190,11 @@ def run_command(
                            megatron_src=str(megatron_src) if megatron_src else None,
                            probes=not latency_only, accuracy=not latency_only, cold_start=cold_start)
     skipped_names = {m.name for m in skipped}
-    jobs = [ModeJob(m, per_mode[m.name], interpreters.get(m.name)) for m in modes if m.name not in skipped_names]
+    if run_device == "cpu" and slots == [None]:
+        # Each CPU child uses one torch thread: the operators of a mode are dealt over the cores instead.
+        slots = [None] * max(1, min(CPU_CHILDREN, os.cpu_count() or 1))
+    jobs = make_jobs(selection, [m for m in modes if m.name not in skipped_names], interpreters,
+                     parts=len(slots) if run_device == "cpu" else 1)
     outcomes: dict[str, ModeOutcome] = {}
     if skipped and not quiet:
         print(f"adaln-bench: not applicable on {run_device}, skipped: {', '.join(m.name for m in skipped)}",
@@ -197,18 +213,18 @@ def run_command(
         with RunProgress(jobs, disabled=quiet) as progress:
             runner = ModeRunner(options, slots, progress.update)
 
-            def done(name: str, outcome: ModeOutcome) -> None:
-                outcomes[name] = outcome
-                progress.finish(name, outcome.run.status)
+            def done(key: str, outcome: ModeOutcome) -> None:
+                outcomes[key] = outcome
+                progress.finish(key, outcome.run.status)
 
-            def repeated(rep: int, name: str, outcome: ModeOutcome) -> None:
+            def repeated(rep: int, key: str, outcome: ModeOutcome) -> None:
                 if not quiet:
-                    print(f"adaln-bench: {name}: latency repetition {rep}/{repeats} {outcome.run.status} after "
+                    print(f"adaln-bench: {key}: latency repetition {rep}/{repeats} {outcome.run.status} after "
                           f"{outcome.run.wall_s or 0:.0f} s", file=sys.stderr)
 
             # Repetition 1 in full on `runner`, then latency-only children in fresh processes, interleaved.
             run = RepeatedRun(options, repeats, lambda opts: runner if opts is options else
-                              ModeRunner(opts, slots, lambda mode, event: None), on_repeat=repeated)
+                              ModeRunner(opts, slots, lambda key, event: None), on_repeat=repeated)
             try:
                 with stops.raising():
                     run.run(jobs, done)
@@ -216,17 +232,23 @@ def run_command(
                 interrupted = True
             outcomes.update(run.outcomes)
         for job in jobs:  # every requested mode appears, also one no worker reached
-            outcomes.setdefault(job.mode.name, runner.not_started(job))
-        for m in skipped:
-            outcomes[m.name] = runner.not_applicable(ModeJob(m, per_mode[m.name]))
-        report = assemble_report(modes, outcomes, shape, run_device, quick, started_at, time.monotonic() - t0,
-                                 interpreters=interpreters)
-        write_report(report, out_path)
-        if not quiet:
-            print_summary(report)
-        print(f"report: {out_path}", file=sys.stderr if quiet else sys.stdout)
+            outcomes.setdefault(job.key, runner.not_started(job))
+        context = RunContext(modes=modes, outcomes={}, shape=shape, device=run_device, quick=quick,
+                             started_at=started_at, wall_s=time.monotonic() - t0, argv=list(sys.argv),
+                             interpreters=interpreters)
+        reports = {}
+        for operator in ops:
+            per_mode = {job.mode.name: outcomes[job.key] for job in jobs
+                        if any(w.op == operator.name for w in job.work)}
+            for m in skipped:
+                per_mode[m.name] = runner.not_applicable(_job_of(m, operator, selection))
+            names = {m.name: selection.report_names(operator.name, m.name) for m in modes}
+            reports[operator.name] = assemble_report(operator, replace(context, outcomes=per_mode), names)
+        written = write_run(reports, out_target, name, single_file, slots, quiet)
     signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
-    code, why = run_exit(report, strict, signal_code)
+    code, why = run_exit(list(reports.values()), strict, signal_code)
+    if written.failed and code == 0:
+        code, why = exit_status.WRITE_FAILED, written.failed
     if signal_code is not None and not interrupted:
         print(f"adaln-bench: {stops.name} arrived after the last mode had finished; the report is complete",
               file=sys.stderr)
@@ -238,3 +260,10 @@ def run_command(
         print(f"adaln-bench: {why} (exit {code})", file=sys.stderr)
     if code:
         raise typer.Exit(code)
+
+
+def _job_of(mode, operator, selection):
+    from adaln_bench.harness.protocol import OpWork
+    from adaln_bench.harness.runner import ModeJob
+
+    return ModeJob(mode, (OpWork(op=operator.name, candidates=selection.per_op[operator.name][mode.name]),))

@@ -1,6 +1,7 @@
 """Accuracy against an FP64 reference: max |candidate − reference| / max |reference|.
 
-The contract: docs/spec.md#5-accuracy-against-fp64.
+The contract: docs/spec.md#5-accuracy-against-fp64. Several outputs are flattened and concatenated, and the
+upstream gradient is one draw of the concatenation's shape.
 """
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ import math
 from typing import Callable, ContextManager, Optional
 
 import torch
-import torch.nn.functional as F
 
 from adaln_bench.harness import plan as P
-from adaln_bench.harness.inputs import Params, make_temb
-from adaln_bench.harness.shapes import Shape
-from adaln_bench.kernels.registry import Implementation
+from adaln_bench.harness.subject import Subject, as_outputs
+from adaln_bench.ops.draws import draw_rows
 from adaln_bench.reports.schema import GradRelErr
+from adaln_bench.shape import Shape
 
 
 def rel_err(got: torch.Tensor, ref: torch.Tensor) -> Optional[float]:
@@ -29,45 +29,46 @@ def rel_err(got: torch.Tensor, ref: torch.Tensor) -> Optional[float]:
     return value if math.isfinite(value) else None
 
 
-def fp64_reference(temb: torch.Tensor, params: Params, upstream: torch.Tensor):
-    """The op in float64 on the same inputs: output and gradients of temb, W, b."""
-    t = temb.detach().double().requires_grad_()
-    w = params.weight.detach().double().requires_grad_()
-    b = params.bias.detach().double().requires_grad_()
-    ref = F.linear(F.silu(t), w, b)
-    ref.backward(upstream.double())
-    return ref.detach(), t.grad, w.grad, b.grad
+def joined(outs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """One output as it is; several flattened and concatenated."""
+    return outs[0] if len(outs) == 1 else torch.cat([o.reshape(-1) for o in outs])
 
 
-def measure_accuracy(
-    impl: Implementation,
-    params: Params,
-    shape: Shape,
-    device: torch.device,
-    tokens: int,
-    mode_off: Callable[[], ContextManager] = contextlib.nullcontext,
-) -> tuple[Optional[float], Optional[GradRelErr]]:
-    temb = make_temb(tokens, shape, P.ACCURACY_SEED, device)
-    leaf = temb.clone().requires_grad_(impl.has_backward)
-    w = params.weight.detach().requires_grad_(impl.has_backward)
-    b = params.bias.detach().requires_grad_(impl.has_backward)
-    if impl.has_backward:
-        y = impl.forward(leaf, w, b)
+def upcast(subject: Subject, tensors: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Floating inputs in `dtype` (leaves for the differentiated ones); index inputs unchanged."""
+    cast = {n: t.detach().to(dtype) if t.is_floating_point() else t for n, t in tensors.items()}
+    return subject.leaves(cast)
+
+
+def reference_outputs(subject: Subject, tensors: dict[str, torch.Tensor], upstream: Optional[torch.Tensor],
+                      dtype: torch.dtype = torch.float64):
+    """The subject's formula on the upcast inputs: the joined output and, with `upstream`, each gradient."""
+    leaves = upcast(subject, tensors, dtype)
+    ref = joined(as_outputs(subject.reference(*(leaves[n] for n in subject.inputs))))
+    if upstream is None or not subject.grads:
+        return ref.detach(), {}
+    ref.backward(upstream.to(dtype))
+    return ref.detach(), {g: leaves[g].grad for g in subject.grads}
+
+
+def measure_accuracy(subject: Subject, params: dict[str, torch.Tensor], shape: Shape, device: torch.device,
+                     tokens: int, mode_off: Callable[[], ContextManager] = contextlib.nullcontext,
+                     ) -> tuple[Optional[float], Optional[GradRelErr]]:
+    inputs = {**draw_rows(subject.op, shape, P.ACCURACY_SEED, tokens, device), **params}
+    inputs = {n: inputs[n] for n in subject.inputs}
+    leaves = subject.leaves(inputs)
+    if subject.has_backward:
+        y = joined(subject.forward(leaves))
     else:
         with torch.no_grad():
-            y = impl.forward(leaf, w, b)
+            y = joined(subject.forward(leaves))
     g = torch.Generator(device=device).manual_seed(P.ACCURACY_UPSTREAM_SEED)
     upstream = torch.randn(y.shape, generator=g, device=device).to(y.dtype)
-    if impl.has_backward:
+    if subject.has_backward:
         y.backward(upstream)
     with mode_off():
-        ref, ref_t, ref_w, ref_b = fp64_reference(temb, params, upstream)
+        ref, ref_grads = reference_outputs(subject, inputs, upstream if subject.has_backward else None)
     fwd = rel_err(y.detach(), ref)
-    if not impl.has_backward:
+    if not subject.has_backward:
         return fwd, None
-    grads = GradRelErr(
-        temb=rel_err(leaf.grad, ref_t),
-        w=rel_err(w.grad, ref_w),
-        b=rel_err(b.grad, ref_b),
-    )
-    return fwd, grads
+    return fwd, GradRelErr(**{g: rel_err(leaves[g].grad, ref_grads[g]) for g in subject.grads})

@@ -23,30 +23,26 @@ def run_child(spec: ChildSpec) -> ChildResult:
     started = time.monotonic()
     result = ChildResult(mode=spec.mode, status="running")
 
-    entries: dict = {}
+    results: dict[str, dict] = {}
+    inputs: dict = {}
 
     def save() -> None:
-        # Assigned, not mutated, so that pydantic counts the field as set and writes it.
-        result.candidates = dict(entries)
+        # Assigned, not mutated, so that pydantic counts the fields as set and writes them.
+        result.results = {op: dict(entries) for op, entries in results.items()}
+        result.inputs = dict(inputs)
         result.wall_s = round(time.monotonic() - started, 3)
         write_text_atomic(result.model_dump_json(exclude_unset=True, indent=1), spec.result_path)
 
     import torch
 
-    from adaln_bench.harness import plan as P
     from adaln_bench.harness.environment import torch_environment
-    from adaln_bench.harness.inputs import make_params
-    from adaln_bench.harness.measure import Parts, measure_candidate
-    from adaln_bench.harness.probes import planned_runs
-    from adaln_bench.kernels import registry as candidates
-    from adaln_bench.kernels.registry import BuildContext
+    from adaln_bench.harness.input_fingerprint import input_fingerprint
+    from adaln_bench.harness.mode_environment import runtime_environment
     from adaln_bench.modes import observe
     from adaln_bench.modes.registry import ModeOptions, all_modes
     from adaln_bench.modes.switch import ModeSwitch
-    from adaln_bench.reports.schema import CandidateUnavailable
-
-    from adaln_bench.harness.input_fingerprint import input_fingerprint
-    from adaln_bench.harness.mode_environment import runtime_environment
+    from adaln_bench.ops.draws import draw_params
+    from adaln_bench.ops.registry import get_operator
 
     mode = all_modes(spec.modes_file)[spec.mode]
     result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
@@ -73,56 +69,76 @@ def run_child(spec: ChildSpec) -> ChildResult:
         return result
     save()
 
-    params = make_params(spec.shape, device)
-    result.inputs = input_fingerprint(spec.shape, params, device)
-    save()
-    plan = P.QUICK if spec.quick else P.FULL
-    parts = Parts(probes=spec.probes, accuracy=spec.accuracy, latency=spec.latency)
-    ctx = BuildContext(mode=spec.mode, device=device, shape=spec.shape)
-    for name in spec.candidates:
-        candidate = candidates.get(name)
-        report_name = candidate.report_name(spec.mode)
-        reason = candidate.availability()
-        if reason is not None:
-            entries[report_name] = CandidateUnavailable(unavailable=reason, status="unavailable")
-            save()
-            continue
-        progress = ProgressWriter(report_name, planned_runs(plan) if spec.probes else 0)
-        try:
-            impl = candidate.build(ctx)
-        except Exception as exc:
-            traceback.print_exc()
-            entries[report_name] = CandidateUnavailable(
-                unavailable=f"build failed: {type(exc).__name__}: {exc}", status="failed")
-            save()
-            continue
-        try:
-            measured = measure_candidate(impl, params, spec.shape, device, plan, parts, switch.off, progress)
-        except Exception as exc:
-            traceback.print_exc()
-            entries[report_name] = CandidateUnavailable(
-                unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
-        else:
-            if spec.probes and spec.cold_start:  # a latency-only repeat does not need it again
-                progress.phase("cold start")
-                measured.cold_start = cold_start_of(spec, name, len(entries))
-            entries[report_name] = measured
-        del impl
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    index = 0
+    for work in spec.work:
+        op = get_operator(work.op)
+        entries = results.setdefault(op.name, {})
+        params = draw_params(op, spec.shape, device)
+        inputs[op.name] = input_fingerprint(op, spec.shape, params, device)
         save()
+        for name in work.candidates:
+            entries[_report_name(op.name, name, spec.mode)] = measure_one(spec, op, name, params, switch, index)
+            index += 1
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            save()
+        del params
     result.status, result.complete = "ok", True
     save()
     return result
 
 
-def cold_start_of(spec: ChildSpec, candidate: str, index: int):
+def _report_name(op: str, name: str, mode: str) -> str:
+    from adaln_bench.ops import candidates
+
+    return candidates.get(name, op).report_name(mode)
+
+
+def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int):
+    """One candidate of one operator: built, measured, its cold start checked; or why it could not be."""
+    import torch
+
+    from adaln_bench.harness.measure import Parts, measure_candidate
+    from adaln_bench.harness.probes import planned_runs
+    from adaln_bench.harness.subject import Subject
+    from adaln_bench.ops import candidates
+    from adaln_bench.ops.candidates import BuildContext
+    from adaln_bench.reports.schema import CandidateUnavailable
+
+    device = torch.device(spec.device)
+    candidate = candidates.get(name, op.name)
+    report_name = candidate.report_name(spec.mode)
+    reason = candidate.availability()
+    if reason is not None:
+        return CandidateUnavailable(unavailable=reason, status="unavailable")
+    plan = op.family.plan(spec.quick)
+    label = report_name if len(spec.work) == 1 else f"{op.name}/{report_name}"
+    progress = ProgressWriter(label, planned_runs(plan) if spec.probes else 0)
+    try:
+        impl = candidate.build(BuildContext(mode=spec.mode, device=device, shape=spec.shape, op=op.name))
+    except Exception as exc:
+        traceback.print_exc()
+        return CandidateUnavailable(unavailable=f"build failed: {type(exc).__name__}: {exc}", status="failed")
+    parts = Parts(probes=spec.probes, accuracy=spec.accuracy, latency=spec.latency)
+    try:
+        measured = measure_candidate(Subject.of(op, candidate, impl, spec.shape), params, spec.shape, device, plan, parts,
+                                     switch.off, progress)
+    except Exception as exc:
+        traceback.print_exc()
+        return CandidateUnavailable(unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
+    if spec.probes and spec.cold_start:  # a latency-only repeat does not need it again
+        progress.phase("cold start")
+        measured.cold_start = cold_start_of(spec, op.name, name, index)
+    return measured
+
+
+def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int):
     """The candidate's cold-start check (harness/cold_start.py), in a process of its own beside this one."""
     from adaln_bench.harness.cold_start import ColdStartSpec, check_cold_start
 
     result_path = Path(spec.result_path).with_name(f"{spec.mode}.cold-start.{index}.json")
     return check_cold_start(ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src,
-                                          candidate=candidate, device=spec.device, shape=spec.shape,
+                                          op=op, candidate=candidate, device=spec.device, shape=spec.shape,
                                           result_path=str(result_path)))
 
 

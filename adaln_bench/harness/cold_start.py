@@ -10,7 +10,7 @@ launched after such a failed setup can kill the process (seen: the bundled kerne
    (multithreaded) autograd;
 2. foreign_thread: forward and backward again from a threading.Thread that has never touched CUDA.
 
-Both are checked against an fp32 recomputation (loosely: garbage, not rounding) and the second must repeat the
+Both are checked against the operator's formula recomputed in fp32 (loosely: garbage, not rounding) and the second must repeat the
 first bitwise. The grandchild prints a marker before each step, so a crash is attributed to its step.
 """
 from __future__ import annotations
@@ -46,6 +46,7 @@ class ColdStartSpec(BaseModel):
     mode: str
     modes_file: Optional[str] = None
     megatron_src: Optional[str] = None
+    op: str = "adaln_projection"
     candidate: str
     device: str
     shape: Shape
@@ -104,41 +105,42 @@ def _rel_err(x, ref) -> float:
     return (x.float() - ref).abs().max().item() / scale if scale else (x.float() - ref).abs().max().item()
 
 
-def _step(impl, temb, params, upstream):
-    """One forward + backward on fresh leaves; returns the output and d_temb (None without a backward)."""
+def _step(subject, inputs, upstream):
+    """One forward + backward on fresh leaves; returns the outputs and the row gradients (None without a
+    backward)."""
     import torch
 
-    t = temb.detach().clone().requires_grad_(impl.has_backward)
-    w = params.weight.detach().requires_grad_(impl.has_backward)
-    b = params.bias.detach().requires_grad_(impl.has_backward)
-    if not impl.has_backward:
+    if not subject.has_backward:
         with torch.no_grad():
-            out = impl.forward(t, w, b)
-        return out, None
-    out = impl.forward(t, w, b)
-    out.backward(upstream.to(out.dtype))
-    if t.device.type == "cuda":
-        torch.cuda.synchronize(t.device)
-    return out.detach(), t.grad
+            return subject.forward(inputs), None
+    leaves = subject.leaves(inputs)
+    outs = subject.forward(leaves)
+    torch.autograd.backward(outs, [u.to(o.dtype) for u, o in zip(upstream, outs)])
+    device = next(iter(inputs.values())).device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return tuple(o.detach() for o in outs), tuple(leaves[g].grad for g in subject.row_grads)
 
 
-def _check_values(out, d_temb, temb, params, upstream) -> Optional[str]:
+def _check_values(subject, outs, row_grads, inputs, upstream) -> Optional[str]:
     """None if the step's numbers are those of the operator (up to rounding), else what is wrong."""
     import torch
-    import torch.nn.functional as F
 
-    t = temb.detach().clone().requires_grad_(True)
-    act = F.silu(t).to(torch.bfloat16).float()
-    ref = F.linear(act, params.weight.float(), params.bias.float())
-    err = _rel_err(out, ref)
+    from adaln_bench.harness.accuracy import joined, upcast
+    from adaln_bench.harness.subject import as_outputs
+
+    leaves = upcast(subject, inputs, torch.float32)
+    ref = as_outputs(subject.reference(*(leaves[n] for n in subject.inputs)))
+    err = _rel_err(joined(outs), joined(ref).detach())
     if not err <= SANITY_REL_ERR:
         return f"output is not the operator's: relative error {err:.3g} against an fp32 recomputation"
-    if d_temb is not None:
-        ref_grad = torch.autograd.grad(F.linear(F.silu(t), params.weight.float(), params.bias.float()), t,
-                                       upstream.float())[0]
-        err = _rel_err(d_temb, ref_grad)
-        if not err <= SANITY_REL_ERR:
-            return f"d_temb is not the operator's: relative error {err:.3g} against an fp32 recomputation"
+    if row_grads:
+        wanted = [leaves[g] for g in subject.row_grads]
+        refs = torch.autograd.grad(ref, wanted, [u.float() for u in upstream], allow_unused=True)
+        for name, got, expect in zip(subject.row_grads, row_grads, refs):
+            err = _rel_err(got, expect) if expect is not None else 0.0
+            if not err <= SANITY_REL_ERR:
+                return f"d_{name} is not the operator's: relative error {err:.3g} against an fp32 recomputation"
     return None
 
 
@@ -163,22 +165,27 @@ def _in_new_thread(fn):
 def run_steps(spec: ColdStartSpec) -> ColdStart:
     import torch
 
-    from adaln_bench.harness.inputs import make_params, make_temb, make_upstream
-    from adaln_bench.kernels import registry as candidates
-    from adaln_bench.kernels.registry import BuildContext
+    from adaln_bench.harness.subject import Subject
     from adaln_bench.modes.registry import ModeOptions, all_modes
     from adaln_bench.modes.switch import ModeSwitch
+    from adaln_bench.ops import candidates
+    from adaln_bench.ops.candidates import BuildContext
+    from adaln_bench.ops.draws import draw_params, draw_rows, draw_upstream
+    from adaln_bench.ops.registry import get_operator
 
     device = torch.device(spec.device)
     if device.type == "cuda":
         torch.cuda.set_device(0)  # as the mode's child does: the slot's GPU is the only one visible
     mode = all_modes(spec.modes_file)[spec.mode]
     ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
-    shape = spec.shape
-    impl = candidates.get(spec.candidate).build(BuildContext(mode=spec.mode, device=device, shape=shape))
-    params = make_params(shape, device)
-    temb = make_temb(TOKENS, shape, INPUT_SEED, device)
-    upstream = make_upstream((TOKENS, shape.out_features), torch.bfloat16, INPUT_SEED, device)
+    op, shape = get_operator(spec.op), spec.shape
+    candidate = candidates.get(spec.candidate, op.name)
+    impl = candidate.build(BuildContext(mode=spec.mode, device=device, shape=shape, op=op.name))
+    subject = Subject.of(op, candidate, impl, shape)
+    drawn = {**draw_rows(op, shape, INPUT_SEED, TOKENS, device), **draw_params(op, shape, device)}
+    inputs = {n: drawn[n] for n in subject.inputs}
+    upstream = draw_upstream([o.shape(shape, TOKENS) for o in op.outputs], [o.dtype for o in op.outputs],
+                             INPUT_SEED, device)
 
     passed: list[str] = []
 
@@ -187,20 +194,22 @@ def run_steps(spec: ColdStartSpec) -> ColdStart:
 
     _announce("first_step")
     try:
-        out, d_temb = _step(impl, temb, params, upstream)
+        outs, row_grads = _step(subject, inputs, upstream)
     except Exception as exc:  # noqa: BLE001 - the candidate's failure is the finding
         return failed("first_step", f"{type(exc).__name__}: {exc}")
-    problem = _check_values(out, d_temb, temb, params, upstream)
+    problem = _check_values(subject, outs, row_grads, inputs, upstream)
     if problem:
         return failed("first_step", problem)
     passed.append("first_step")
 
     _announce("foreign_thread")
     try:
-        out2, d_temb2 = _in_new_thread(lambda: _step(impl, temb, params, upstream))
+        outs2, row_grads2 = _in_new_thread(lambda: _step(subject, inputs, upstream))
     except Exception as exc:  # noqa: BLE001
         return failed("foreign_thread", f"{type(exc).__name__}: {exc}")
-    if not torch.equal(out2, out) or (d_temb is not None and not torch.equal(d_temb2, d_temb)):
+    same = all(torch.equal(a, b) for a, b in zip(outs2, outs)) and (
+        row_grads is None or all(torch.equal(a, b) for a, b in zip(row_grads2, row_grads)))
+    if not same:
         return failed("foreign_thread", "the same inputs gave other bits than the first step "
                                         "(run-to-run nondeterminism, or a setup that failed silently)")
     passed.append("foreign_thread")

@@ -2,24 +2,28 @@
 
 The work of a run is counted from the probe plan (runs, and rows computed forward and backward) plus
 accuracy (the candidate and its FP64 reference) and latency (the warm-up and samples of docs/spec.md#6-latency). The cost of a
-run and of a row is measured here, on a slice of W small enough to take well under a second, with the one
-torch thread a CPU child uses, and scaled to the full output width. It is an estimate: it says hours or
-seconds, not to the minute.
+run and of a row is measured here on the operator's stock path at the `small` preset's sizes, with the one
+torch thread a CPU child uses, and scaled to the real sizes by the operator's declared bytes and FLOPs. It
+is an estimate: it says hours or seconds, not to the minute.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness import random_rows
-from adaln_bench.harness.shapes import Shape
 from adaln_bench.harness.timing import SAMPLES, WARMUP
+from adaln_bench.ops.draws import draw_params, draw_rows
+from adaln_bench.ops.spec import Operator
+from adaln_bench.shape import Shape
 
-# Shapes up to this many W elements (the `small` preset has 73,728) need no estimate: they take seconds a run.
-CHEAP_W_ELEMENTS = 4096 * 512
-CALIBRATION_OUT_FEATURES = 2048
+# Inputs up to this many elements (a full sweep batch of row inputs plus the parameters) need no estimate: the
+# `small` preset's largest operator holds about 0.6 M. They take seconds a run.
+CHEAP_ELEMENTS = 4096 * 512
 CALIBRATION_ROWS = 64
+CALIBRATION_PRESET = Shape(128, 32, 3, "small")
 # Above this per (mode, candidate) pair a CPU run needs --yes: the bare CPU run takes seconds per pair.
 CPU_LIMIT_S = 600
 FP64_COST = 2.0  # the FP64 reference row, against a bf16 row; measured about 1-3x on x86 CPUs here
@@ -61,43 +65,59 @@ def plan_work(plan: P.ProbePlan) -> Work:
     return Work(runs=runs, rows=rows)
 
 
-def _seconds_per_step(shape: Shape, out_features: int, tokens: int, repeats: int = 3) -> float:
+def _seconds_per_step(op: Operator, shape: Shape, tokens: int, repeats: int = 3) -> float:
+    """The stock path's fastest step of `repeats` at `tokens` rows on this CPU."""
     import torch
-    import torch.nn.functional as F
 
-    g = torch.Generator().manual_seed(0)
-    w = (torch.randn(out_features, shape.dim, generator=g) * shape.dim ** -0.5).to(torch.bfloat16)
-    b = torch.zeros(out_features, dtype=torch.bfloat16)
-    temb = torch.randn(tokens, shape.dim, generator=g)
+    device = torch.device("cpu")
+    inputs = {**draw_rows(op, shape, 3, tokens, device), **draw_params(op, shape, device)}
+    args = [inputs[t.name] for t in op.tensors]
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        t, wl, bl = temb.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
-        F.linear(F.silu(t).to(torch.bfloat16), wl, bl).sum().backward()
+        leaves = [a.detach().requires_grad_() if t.name in op.grads else a for t, a in zip(op.tensors, args)]
+        outs = op.stock_for(shape)(*leaves)
+        outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+        if op.grads:
+            torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
         best = min(best, time.perf_counter() - t0)
     return best
 
 
-def estimate_seconds(shape: Shape, plan: P.ProbePlan) -> float:
-    """Seconds the plan would take for one candidate on this CPU, with one torch thread."""
+def _units(op: Operator, shape: Shape, n: int) -> float:
+    """The work of one step in one unit (bytes plus FLOPs): how the calibration is scaled to the real sizes."""
+    c = op.cost(shape, n)
+    return c.step_bytes + c.step_flops
+
+
+def elements(op: Operator, shape: Shape, rows: int) -> int:
+    return sum(math.prod(t.shape(shape, rows if t.role != "param" else 0)) for t in op.tensors)
+
+
+def needs_estimate(op: Operator, shape: Shape) -> bool:
+    return elements(op, shape, 2048) > CHEAP_ELEMENTS
+
+
+def estimate_seconds(op: Operator, shape: Shape, plan: P.ProbePlan) -> float:
+    """Seconds the plan would take for one candidate on this CPU, with one torch thread: the stock path timed
+    at the calibration sizes (the `small` preset's), scaled by the operator's declared cost to the real ones."""
     import torch
 
-    width = min(shape.out_features, CALIBRATION_OUT_FEATURES)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        one = _seconds_per_step(shape, width, 1)
-        many = _seconds_per_step(shape, width, CALIBRATION_ROWS)
+        one = _seconds_per_step(op, CALIBRATION_PRESET, 1)
+        many = _seconds_per_step(op, CALIBRATION_PRESET, CALIBRATION_ROWS)
     finally:
         torch.set_num_threads(threads)
-    per_row = max(many - one, 0.0) / (CALIBRATION_ROWS - 1) * shape.out_features / width
-    per_run = one * shape.out_features / width
+    cal_run, cal_row = _units(op, CALIBRATION_PRESET, 1), (
+        _units(op, CALIBRATION_PRESET, CALIBRATION_ROWS) - _units(op, CALIBRATION_PRESET, 1)) / (CALIBRATION_ROWS - 1)
+    real_run, real_row = _units(op, shape, 1), (_units(op, shape, CALIBRATION_ROWS) - _units(op, shape, 1)) / (
+        CALIBRATION_ROWS - 1)
+    per_run = one * real_run / cal_run
+    per_row = max(many - one, 0.0) / (CALIBRATION_ROWS - 1) * (real_row / cal_row if cal_row else 1.0)
     work = plan_work(plan)
     return work.runs * per_run + work.rows * per_row
-
-
-def needs_estimate(shape: Shape) -> bool:
-    return shape.out_features * shape.dim > CHEAP_W_ELEMENTS
 
 
 def describe_seconds(seconds: float) -> str:

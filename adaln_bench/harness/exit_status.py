@@ -7,7 +7,7 @@ In order of precedence: 2 bad input (raised before anything runs), 130 interrupt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from adaln_bench.reports.schema import CandidateResult, Report
 
@@ -15,6 +15,7 @@ OK = 0
 BAD_INPUT = 2
 PAIR_FAILED = 3
 NOTHING_MEASURED = 4
+WRITE_FAILED = 5  # measured, but a report could not be written where asked (it was kept elsewhere)
 INTERRUPTED = 130  # 128 + SIGINT
 TERMINATED = 143  # 128 + SIGTERM
 
@@ -35,11 +36,19 @@ class PairCounts:
         return len(self.measured) + len(self.unavailable) + len(self.failed) + len(self.interrupted)
 
 
-def count_pairs(report: Report) -> PairCounts:
+def count_pairs(report: Report | Sequence[Report]) -> PairCounts:
+    """Every pair of one report (`mode/candidate`), or of a run's reports (`op/mode/candidate`)."""
+    reports = [report] if isinstance(report, Report) else list(report)
     counts = PairCounts()
+    for r in reports:
+        _count(r, counts, f"{r.op}/" if len(reports) > 1 else "")
+    return counts
+
+
+def _count(report: Report, counts: PairCounts, prefix: str) -> None:
     for mode, candidates in report.results.items():
         for name, entry in candidates.items():
-            label = f"{mode}/{name}"
+            label = f"{prefix}{mode}/{name}"
             if isinstance(entry, CandidateResult):
                 counts.measured.append(label)
             elif entry.status in _FAILED:
@@ -48,7 +57,6 @@ def count_pairs(report: Report) -> PairCounts:
                 counts.interrupted.append(label)
             else:  # "unavailable", or no status in a prior-art report
                 counts.unavailable.append(label)
-    return counts
 
 
 def _listed(labels: list[str], limit: int = 3) -> str:
@@ -56,8 +64,10 @@ def _listed(labels: list[str], limit: int = 3) -> str:
     return ", ".join(labels[:limit]) + more
 
 
-def run_exit(report: Report, strict: bool, signal_code: Optional[int] = None) -> tuple[int, Optional[str]]:
-    """The exit code of a run that wrote `report`, and one line that says why when it is not 0."""
+def run_exit(report: Report | Sequence[Report], strict: bool,
+             signal_code: Optional[int] = None) -> tuple[int, Optional[str]]:
+    """The exit code of a run that wrote `report` (or these reports), and one line that says why when it is
+    not 0."""
     if signal_code is not None:
         return signal_code, None  # the interrupt has its own message
     counts = count_pairs(report)

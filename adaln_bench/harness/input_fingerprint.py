@@ -13,9 +13,10 @@ import torch
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness.fingerprint import host_bytes
-from adaln_bench.harness.inputs import Params, make_temb, make_upstream
-from adaln_bench.harness.shapes import Shape
+from adaln_bench.ops.draws import draw_rows, draw_upstream
+from adaln_bench.ops.spec import Operator
 from adaln_bench.reports.schema import InputFingerprint
+from adaln_bench.shape import Shape
 
 
 def tensor_sha256(t: torch.Tensor) -> str:
@@ -25,13 +26,17 @@ def tensor_sha256(t: torch.Tensor) -> str:
     return digest.hexdigest()
 
 
-def input_fingerprint(shape: Shape, params: Params, device: torch.device) -> InputFingerprint:
-    """The inputs of the fingerprint run (seed 3, 257 rows), W, b, and the sweep's first permutation."""
+def input_fingerprint(op: Operator, shape: Shape, params: dict[str, torch.Tensor],
+                      device: torch.device) -> InputFingerprint:
+    """Every input of the fingerprint run (seed 3, 257 rows), the upstream gradients and the sweep's first
+    permutation. A tensor's hash is `<name>_sha256` (the projection's W and b: weight_sha256, bias_sha256)."""
     seed, rows = P.FINGERPRINT_SEED, P.FINGERPRINT_ROWS
-    temb = make_temb(rows, shape, seed, device)
-    # The upstream gradient has the output's shape and dtype: (rows, N) in bfloat16 (docs/spec.md#3-inputs).
-    upstream = make_upstream((rows, shape.out_features), torch.bfloat16, seed, device)
+    drawn = {**draw_rows(op, shape, seed, rows, device), **params}
+    hashes = {f"{t.key}_sha256": tensor_sha256(drawn[t.name]) for t in op.tensors}
+    # The upstream gradients have the outputs' shapes and dtypes (docs/spec.md#3-inputs).
+    upstream = draw_upstream([o.shape(shape, rows) for o in op.outputs], [o.dtype for o in op.outputs], seed, device)
+    up = (tensor_sha256(upstream[0]) if len(upstream) == 1 else
+          hashlib.sha256("".join(tensor_sha256(u) for u in upstream).encode()).hexdigest())
     permutation = torch.randperm(rows, generator=torch.Generator().manual_seed(seed))
-    return InputFingerprint(seed=seed, rows=rows, temb_sha256=tensor_sha256(temb),
-                            weight_sha256=tensor_sha256(params.weight), bias_sha256=tensor_sha256(params.bias),
-                            upstream_sha256=tensor_sha256(upstream), permutation_sha256=tensor_sha256(permutation))
+    return InputFingerprint(seed=seed, rows=rows, **hashes, upstream_sha256=up,
+                            permutation_sha256=tensor_sha256(permutation))

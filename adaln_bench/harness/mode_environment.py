@@ -29,7 +29,8 @@ def runtime_environment(mode: Mode) -> ModeEnvironment:
 
 
 def attach_environment(outcome: "ModeOutcome", interpreter: str) -> None:
-    """Give the mode's record its environment and input fingerprint, from what its child wrote.
+    """Give the mode's record its environment, from what its child wrote (each operator's report takes its own
+    input fingerprint: harness/assemble.py).
 
     A child that never started (an interpreter that failed the preflight check) still records the
     interpreter it was meant to run under. The framework's version is the one the switch imported when
@@ -43,5 +44,3 @@ def attach_environment(outcome: "ModeOutcome", interpreter: str) -> None:
     if observed is not None and observed.library_version:
         env.framework_version = observed.library_version
     outcome.run.environment = env
-    if child is not None and child.inputs is not None:
-        outcome.run.inputs = child.inputs

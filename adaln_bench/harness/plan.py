@@ -1,71 +1,17 @@
-"""What the probes run, as numbers: the sizes, seeds and derived index sets, full and quick.
+"""The probes' arithmetic: sub-batch ranges, the sweep's sizes, rows and positions, and the fixed seeds.
 
+The plans themselves (sizes and seeds per size family) are data of the operators: adaln_bench/ops/plan.py.
 The contract: docs/spec.md#4-batch-invariance-probes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from adaln_bench.ops.plan import TIMESTEP, ProbePlan, RandomRowsPlan
 
+__all__ = ["ProbePlan", "RandomRowsPlan", "FULL", "QUICK", "ACCURACY_SIZES"]
 
-@dataclass(frozen=True)
-class RandomRowsPlan:
-    """The seeded random probe (harness/random_rows.py)."""
-
-    rng_seed: int
-    data_seed: int  # the seeded batch (data_seed, pool) the rows come from
-    pool: int  # rows to draw from; also the largest batch size
-    rows_per_size: int  # probed positions per batch
-
-    def octaves(self) -> list[tuple[int, int]]:
-        """(1, 1), (2, 2), (3, 4), (5, 8), ... with the last one ending at the pool size."""
-        spans, lo, hi = [(1, 1)], 2, 2
-        while lo <= self.pool:
-            spans.append((lo, min(hi, self.pool)))
-            lo, hi = hi + 1, hi * 2
-        return spans
-
-
-@dataclass(frozen=True)
-class ProbePlan:
-    all_rows_sizes: tuple[int, ...]
-    seeds: tuple[int, ...]
-    sub_batch_seeds: tuple[int, ...]
-    full_batch: int
-    sub_batch_sizes: tuple[int, ...]
-    accuracy_sizes: tuple[int, ...]
-    quick: bool
-    random_rows: RandomRowsPlan
-
-    @property
-    def sweep_n(self) -> int:
-        """The batch-size sweep runs on the last all_rows size."""
-        return self.all_rows_sizes[-1]
-
-
-ACCURACY_SIZES = (1, 3, 4, 64, 256, 2048)
-
-FULL = ProbePlan(
-    all_rows_sizes=(64, 257, 2048),
-    seeds=(3, 4, 5),
-    sub_batch_seeds=(3, 4),
-    full_batch=4096,
-    sub_batch_sizes=(1, 7, 1024, 2048),
-    accuracy_sizes=ACCURACY_SIZES,
-    quick=False,
-    # 13 octaves (1 ... 2049-4096), up to 5 rows each: 57 comparisons; seed 6 is data no fixed probe uses.
-    random_rows=RandomRowsPlan(rng_seed=20261130, data_seed=6, pool=4096, rows_per_size=5),
-)
-
-QUICK = ProbePlan(
-    all_rows_sizes=(17, 64),
-    seeds=(3, 4, 5),
-    sub_batch_seeds=(3, 4),
-    full_batch=256,
-    sub_batch_sizes=(1, 7, 64),
-    accuracy_sizes=ACCURACY_SIZES[:2],
-    quick=True,
-    random_rows=RandomRowsPlan(rng_seed=20261130, data_seed=6, pool=256, rows_per_size=2),
-)
+# The projection's plans (a timestep operator), as every module read them before there were operators.
+FULL, QUICK = TIMESTEP.full, TIMESTEP.quick
+ACCURACY_SIZES = FULL.accuracy_sizes
 
 ACCURACY_SEED = 11
 ACCURACY_UPSTREAM_SEED = 9

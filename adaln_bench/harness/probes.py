@@ -24,10 +24,9 @@ from adaln_bench.reports.schema import (
 
 @dataclass
 class RunOutput:
-    out: torch.Tensor  # (rows, N)
-    d_temb: Optional[torch.Tensor]  # (rows, D); None for a forward-only candidate
-    d_weight: Optional[torch.Tensor]
-    d_bias: Optional[torch.Tensor]
+    outs: tuple[torch.Tensor, ...]  # each (rows, …): a row differs if any output's row differs
+    row_grads: Optional[tuple[torch.Tensor, ...]]  # of the row inputs differentiated; None: none or no backward
+    param_grads: Optional[tuple[Optional[torch.Tensor], ...]]  # of the parameters differentiated; None: none
 
 
 class Runner(Protocol):
@@ -47,22 +46,41 @@ def _same(a: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> bool:
     return bool(torch.equal(a, b))
 
 
-def probe_all_rows(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> tuple[dict[str, AllRowsCount], bool]:
-    """Each row alone against the full batch; and a second full run must repeat dW and db bitwise."""
+def same_rows(a: Optional[Sequence[torch.Tensor]], ia, b: Optional[Sequence[torch.Tensor]], ib) -> bool:
+    """Rows `ia` of every tensor of `a` bitwise equal to rows `ib` of `b` (an int or a slice each)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return all(torch.equal(x[ia], y[ib]) for x, y in zip(a, b))
+
+
+def same_params(a: RunOutput, b: RunOutput) -> Optional[bool]:
+    """The parameter gradients of two runs bitwise equal; None when the candidate differentiates none."""
+    if a.param_grads is None and b.param_grads is None:
+        return None
+    return a.param_grads is not None and b.param_grads is not None and all(
+        _same(x, y) for x, y in zip(a.param_grads, b.param_grads))
+
+
+def probe_all_rows(run: Runner, plan: P.ProbePlan,
+                   tick: Tick = _noop) -> tuple[dict[str, AllRowsCount], Optional[bool]]:
+    """Each row alone against the full batch; and a second full run must repeat the parameter gradients
+    bitwise (None: the candidate differentiates no parameter)."""
     counts: dict[str, AllRowsCount] = {}
-    repeatable = True
+    repeatable: Optional[bool] = None
     for n in plan.all_rows_sizes:
         fwd_differ = rowgrad_differ = 0
         for seed in plan.seeds:
             full = run(seed, n, range(n))
             again = run(seed, n, range(n))
-            repeatable &= _same(full.d_weight, again.d_weight) and _same(full.d_bias, again.d_bias)
+            same = same_params(full, again)
+            if same is not None:
+                repeatable = same and repeatable is not False
             tick(2)
             for i in range(n):
                 alone = run(seed, n, [i])
-                fwd_differ += not torch.equal(alone.out[0], full.out[i])
-                if full.d_temb is not None:
-                    rowgrad_differ += not torch.equal(alone.d_temb[0], full.d_temb[i])
+                fwd_differ += not same_rows(alone.outs, 0, full.outs, i)
+                if full.row_grads is not None:
+                    rowgrad_differ += not same_rows(alone.row_grads, 0, full.row_grads, i)
                 tick(1)
         counts[str(n)] = AllRowsCount(rows=len(plan.seeds) * n, fwd_differ=fwd_differ, rowgrad_differ=rowgrad_differ)
     return counts, repeatable
@@ -79,9 +97,10 @@ def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> Sub
             for start, stop in P.sub_batch_ranges(sb, full_n):
                 part = run(seed, full_n, range(start, stop))
                 made += 1
-                fwd_differ += not torch.equal(part.out, full.out[start:stop])
-                if full.d_temb is not None:
-                    rowgrad_differ += not torch.equal(part.d_temb, full.d_temb[start:stop])
+                rows = slice(start, stop)
+                fwd_differ += not same_rows(part.outs, slice(None), full.outs, rows)
+                if full.row_grads is not None:
+                    rowgrad_differ += not same_rows(part.row_grads, slice(None), full.row_grads, rows)
                 tick(1)
     return SubBatchCounts(
         full_batch=full_n,
@@ -103,9 +122,8 @@ def probe_batch_size_sweep(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -
     def compare(seed: int, got: RunOutput, pos: int, ref: RunOutput, m: int, r: int) -> None:
         nonlocal comparisons, differ
         comparisons += 1
-        same = torch.equal(got.out[pos], ref.out[0]) and (
-            ref.d_temb is None or torch.equal(got.d_temb[pos], ref.d_temb[0])
-        )
+        same = same_rows(got.outs, pos, ref.outs, 0) and (
+            ref.row_grads is None or same_rows(got.row_grads, pos, ref.row_grads, 0))
         if not same:
             differ += 1
             if len(failures) < P.MAX_RECORDED_FAILURES:

@@ -18,13 +18,23 @@ from adaln_bench.shape import Shape
 PROGRESS_PREFIX = "@@adaln-bench-progress "
 
 
+class OpWork(BaseModel):
+    """One operator's candidates for one mode's child."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: str
+    candidates: list[str]
+
+
 class ChildSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: str
     modes_file: Optional[str] = None
     megatron_src: Optional[str] = None
-    candidates: list[str]
+    # Every operator the child measures in this mode, in order: torch imported and the switch on once.
+    work: list[OpWork]
     device: Literal["cuda", "cpu"]
     shape: Shape
     quick: bool
@@ -47,9 +57,10 @@ class ChildResult(BaseModel):
     observed: Optional[ModeObservation] = None
     environment: Optional[Environment] = None
     runtime: Optional[ModeEnvironment] = None
-    inputs: Optional[InputFingerprint] = None
-    # Keyed by the name the report uses, e.g. "diffusers[plain]".
-    candidates: dict[str, CandidateEntry] = Field(default_factory=dict)
+    # Per operator: the seeded inputs' fingerprint, and the candidates keyed by the name the report uses
+    # (e.g. "diffusers[plain]").
+    inputs: dict[str, InputFingerprint] = Field(default_factory=dict)
+    results: dict[str, dict[str, CandidateEntry]] = Field(default_factory=dict)
     complete: bool = False
     wall_s: Optional[float] = None
 

@@ -3,7 +3,7 @@
 The three fixed probes use a few dozen batch sizes, so a kernel whose rows change only at, say, 514 to 1022
 rows passes them all. This probe draws one batch size from every octave (1, 2, 3-4, 5-8, ... up to the
 pool), shuffles the order in which the sizes run, places random rows at random positions, and compares each
-probed row's output and d_temb bitwise with the same row computed alone. Everything is drawn from one CPU
+probed row's outputs and row gradients bitwise with the same row computed alone. Everything is drawn from one CPU
 generator with a recorded seed, so a failure can be replayed exactly.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from adaln_bench.harness.plan import RandomRowsPlan
-from adaln_bench.harness.probes import Runner, Tick, _noop
+from adaln_bench.harness.probes import Runner, Tick, _noop, same_rows
 from adaln_bench.reports.schema import RandomRowFailure, RandomRowsCounts
 
 MAX_RECORDED_FAILURES = 8
@@ -71,8 +71,8 @@ def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = _noop) -> 
                 tick(1)
             ref = alone[row]
             comparisons += 1
-            fwd_bad = not torch.equal(got.out[pos], ref.out[0])
-            grad_bad = ref.d_temb is not None and not torch.equal(got.d_temb[pos], ref.d_temb[0])
+            fwd_bad = not same_rows(got.outs, pos, ref.outs, 0)
+            grad_bad = ref.row_grads is not None and not same_rows(got.row_grads, pos, ref.row_grads, 0)
             fwd_differ += fwd_bad
             rowgrad_differ += grad_bad
             if (fwd_bad or grad_bad) and len(failures) < MAX_RECORDED_FAILURES:

@@ -148,12 +148,13 @@ def merge_outcomes(first: dict[str, ModeOutcome], repeats: Sequence[dict[str, Mo
     """Every mode of repetition 1 with its candidates' device time pooled over the later repetitions."""
     merged: dict[str, ModeOutcome] = {}
     for name, outcome in first.items():
-        candidates = {
-            report_name: merge_candidate(
-                entry, [rep[name].candidates.get(report_name) if name in rep else None for rep in repeats])
-            for report_name, entry in outcome.candidates.items()
+        results = {
+            op: {report_name: merge_candidate(
+                entry, [rep[name].results.get(op, {}).get(report_name) if name in rep else None for rep in repeats])
+                 for report_name, entry in entries.items()}
+            for op, entries in outcome.results.items()
         }
-        merged[name] = ModeOutcome(run=outcome.run, child=outcome.child, candidates=candidates)
+        merged[name] = ModeOutcome(run=outcome.run, child=outcome.child, results=results)
     return merged
 
 
@@ -163,17 +164,22 @@ class Runner(Protocol):
 
 def repeat_jobs(jobs: Sequence[ModeJob], first: dict[str, ModeOutcome]) -> list[ModeJob]:
     """The jobs worth repeating: modes that ran, with the candidates that gave a result there."""
-    from adaln_bench.kernels.registry import get
+    from adaln_bench.ops.candidates import get
 
     out = []
     for job in jobs:
-        outcome = first.get(job.mode.name)
+        outcome = first.get(job.key)
         if outcome is None or outcome.run.status != "ok":
             continue
-        keep = [c for c in job.candidates
-                if isinstance(outcome.candidates.get(get(c).report_name(job.mode.name)), CandidateResult)]
-        if keep:
-            out.append(replace(job, candidates=keep))  # the same interpreter (--python) for every repetition
+        work = []
+        for w in job.work:
+            entries = outcome.results.get(w.op, {})
+            keep = [c for c in w.candidates
+                    if isinstance(entries.get(get(c, w.op).report_name(job.mode.name)), CandidateResult)]
+            if keep:
+                work.append(w.model_copy(update={"candidates": keep}))
+        if work:
+            out.append(replace(job, work=tuple(work)))  # the same interpreter (--python) for every repetition
     return out
 
 

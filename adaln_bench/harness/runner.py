@@ -25,7 +25,7 @@ from typing import Callable, Optional
 from pydantic import ValidationError
 
 from adaln_bench.harness.interpreters import InterpreterChecks, is_this_interpreter
-from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec
+from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec, OpWork
 from adaln_bench.modes.registry import Mode
 from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun
 from adaln_bench.shape import Shape
@@ -36,16 +36,31 @@ CPU_THREADS = "1"
 
 @dataclass(frozen=True)
 class ModeJob:
+    """One mode's child: every operator of the run in that mode, each with its candidates."""
+
     mode: Mode
-    candidates: list[str]
+    work: tuple[OpWork, ...]
     python: Optional[str] = None  # the interpreter of the mode's child; None: this one
+    part: Optional[int] = None  # set when one mode's operators are split over several children
+
+    @property
+    def key(self) -> str:
+        """The job's name: its mode's, with the part when the mode is split (`plain.1`)."""
+        return self.mode.name if self.part is None else f"{self.mode.name}.{self.part}"
+
+    def report_names(self) -> list[tuple[str, str]]:
+        """(operator, the candidate's name in the report) for every candidate of the job."""
+        from adaln_bench.ops.candidates import get
+
+        return [(w.op, get(c, w.op).report_name(self.mode.name)) for w in self.work for c in w.candidates]
 
 
 @dataclass
 class ModeOutcome:
     run: ModeRun
     child: Optional[ChildResult]
-    candidates: dict[str, CandidateEntry] = field(default_factory=dict)
+    # Per operator, keyed by the candidate's name in the report.
+    results: dict[str, dict[str, CandidateEntry]] = field(default_factory=dict)
 
 
 ProgressFn = Callable[[str, dict], None]  # (mode, event) -> None
@@ -67,9 +82,9 @@ class ChildOptions:
     # Each candidate's first forward + backward in a fresh process (harness/cold_start.py); `--no-cold-start`.
     cold_start: bool = True
 
-    def child_spec(self, mode: str, candidates: list[str], result_path: Path) -> ChildSpec:
+    def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path) -> ChildSpec:
         return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
-                         candidates=candidates, device=self.device, shape=self.shape, quick=self.quick,
+                         work=list(work), device=self.device, shape=self.shape, quick=self.quick,
                          result_path=str(result_path), check_only=self.check_only, probes=self.probes,
                          accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start)
 
@@ -137,11 +152,11 @@ class ModeRunner:
     # -- one mode -------------------------------------------------------------------------------
 
     def run_one(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
-        name = job.mode.name
+        name, mode_name = job.key, job.mode.name
         result_path = self.workdir / f"{name}.result.json"
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
-        spec = self.options.child_spec(name, job.candidates, result_path)
+        spec = self.options.child_spec(mode_name, job.work, result_path)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
             return self.not_started(job)
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
@@ -206,19 +221,17 @@ class ModeRunner:
         run = ModeRun(status=status, reason=reason, wall_s=wall, gpu_index=gpu,
                       observed=result.observed if result else None,
                       stderr_tail=tail or None, returncode=code)  # kept on success too: a warning is news
-        entries: dict[str, CandidateEntry] = dict(result.candidates) if result else {}
+        results = {op: dict(entries) for op, entries in result.results.items()} if result else {}
         # Candidates the child never finished get an entry that says why, so nothing disappears silently.
-        from adaln_bench.kernels.registry import get
-
-        for cand in job.candidates:
-            report_name = get(cand).report_name(job.mode.name)
+        for op, report_name in job.report_names():
+            entries = results.setdefault(op, {})
             if report_name not in entries:
                 entry_status = "unavailable" if status == "unavailable" else status
                 if entry_status == "ok":
                     entry_status = "failed"
                 entries[report_name] = CandidateUnavailable(
                     unavailable=f"mode {job.mode.name} {status}: {reason}", status=entry_status)
-        return ModeOutcome(run=run, child=result, candidates=entries)
+        return ModeOutcome(run=run, child=result, results=results)
 
     def _read_progress(self, mode: str, child: _ChildProcess) -> None:
         assert child.proc.stdout is not None
@@ -246,7 +259,7 @@ class ModeRunner:
                     job = todo.get_nowait()
                 except queue.Empty:
                     return
-                on_done(job.mode.name, self._run_guarded(job, gpu))
+                on_done(job.key, self._run_guarded(job, gpu))
 
         self._threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
         for t in self._threads:
@@ -265,7 +278,7 @@ class ModeRunner:
                     job = todo.get_nowait()
                 except queue.Empty:
                     break
-                on_done(job.mode.name, self.not_started(job))
+                on_done(job.key, self.not_started(job))
 
     def _run_guarded(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
         """A failure in this process (starting the child, reading its files) is that mode's `failed`, with the

@@ -8,41 +8,45 @@ from typing import Sequence
 
 import torch
 
-from adaln_bench.harness.inputs import Params, make_temb, make_upstream
 from adaln_bench.harness.probes import RunOutput
-from adaln_bench.harness.shapes import Shape
-from adaln_bench.kernels.registry import Implementation
+from adaln_bench.harness.subject import Subject
+from adaln_bench.ops.draws import draw_rows, draw_upstream
+from adaln_bench.shape import Shape
 
 
 class Workload:
-    """Runs `impl` on rows of the seeded batch (seed, n) with fresh leaves, forward and backward."""
+    """Runs the subject on rows of the seeded batch (seed, n) with fresh leaves, forward and backward."""
 
-    def __init__(self, impl: Implementation, params: Params, shape: Shape, device: torch.device):
-        self.impl, self.params, self.shape, self.device = impl, params, shape, device
-        self._temb: dict[tuple[int, int], torch.Tensor] = {}
-        self._upstream: dict[tuple[int, int], torch.Tensor] = {}
+    def __init__(self, subject: Subject, params: dict[str, torch.Tensor], shape: Shape, device: torch.device):
+        self.subject, self.params, self.shape, self.device = subject, params, shape, device
+        self._batch: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
+        self._upstream: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
 
-    def temb(self, seed: int, n: int) -> torch.Tensor:
+    def batch(self, seed: int, n: int) -> dict[str, torch.Tensor]:
         key = (seed, n)
-        if key not in self._temb:
-            self._temb = {key: make_temb(n, self.shape, seed, self.device)}  # keep one batch: they are large
+        if key not in self._batch:
+            # Keep one batch: they are large.
+            self._batch = {key: draw_rows(self.subject.op, self.shape, seed, n, self.device)}
             self._upstream = {}
-        return self._temb[key]
+        return self._batch[key]
 
     def __call__(self, seed: int, n: int, rows: Sequence[int]) -> RunOutput:
-        full = self.temb(seed, n)
+        subject = self.subject
+        full = self.batch(seed, n)
         index = torch.as_tensor(list(rows), dtype=torch.long, device=self.device)
-        temb = full.index_select(0, index).requires_grad_(self.impl.has_backward)
-        if not self.impl.has_backward:
+        picked = {name: (self.params[name] if name in self.params else full[name].index_select(0, index))
+                  for name in subject.inputs}
+        if not subject.has_backward:
             with torch.no_grad():
-                return RunOutput(self.impl.forward(temb, self.params.weight, self.params.bias), None, None, None)
-        w = self.params.weight.detach().requires_grad_()
-        b = self.params.bias.detach().requires_grad_()
-        out = self.impl.forward(temb, w, b)
+                return RunOutput(subject.forward(picked), None, None)
+        leaves = subject.leaves(picked)
+        outs = subject.forward(leaves)
         key = (seed, n)
         if key not in self._upstream:
-            # Drawn once for the full batch with the output's dtype; every run takes its rows.
-            self._upstream[key] = make_upstream((n, *out.shape[1:]), out.dtype, seed, self.device)
-        grad = self._upstream[key].index_select(0, index)
-        out.backward(grad)
-        return RunOutput(out.detach(), temb.grad, w.grad, b.grad)
+            # Drawn once for the full batch with each output's dtype; every run takes its rows.
+            self._upstream[key] = draw_upstream([(n, *o.shape[1:]) for o in outs], [o.dtype for o in outs],
+                                                seed, self.device)
+        torch.autograd.backward(outs, [u.index_select(0, index) for u in self._upstream[key]])
+        row_grads = tuple(leaves[g].grad for g in subject.row_grads) or None
+        param_grads = tuple(leaves[g].grad for g in subject.param_grads) or None
+        return RunOutput(tuple(o.detach() for o in outs), row_grads, param_grads)

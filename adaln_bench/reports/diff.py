@@ -305,7 +305,9 @@ def _inputs_text(report: Report, mode: str) -> Optional[str]:
     if run is None or run.inputs is None:
         return None
     i = run.inputs
-    return f"temb {i.temb_sha256[:8]} W {i.weight_sha256[:8]} b {i.bias_sha256[:8]} grad {i.upstream_sha256[:8]}"
+    names = {"temb_sha256": "temb", "weight_sha256": "W", "bias_sha256": "b"}
+    parts = [f"{names.get(k, k[:-len('_sha256')])} {v[:8]}" for k, v in i.tensor_hashes().items()]
+    return " ".join(parts + [f"grad {i.upstream_sha256[:8]}"])
 
 
 def compare_mode_environments(old: Report, new: Report) -> list[ConfigDifference]:
@@ -470,7 +472,7 @@ def _compare_point(
 ) -> list[Row]:
     thresholds = scope.thresholds
     rows: list[Row] = []
-    for metric in metrics.POINT_METRICS:
+    for metric in metrics.metrics_for([old, new]):
         if metric.timed and not scope.latency:
             continue
         name, a, b = metric.name, metric.value(old), metric.value(new)
@@ -505,7 +507,7 @@ def _compare_point(
 def _device_time_decides(old: AccuracyLatency, new: AccuracyLatency, event_metric: str) -> bool:
     """Both sides hold device time for the event metric's counterpart: then it gates, not the event median."""
     return any(m.kind is metrics.DEVICE and m.event_metric == event_metric and
-               m.value(old) is not None and m.value(new) is not None for m in metrics.POINT_METRICS)
+               m.value(old) is not None and m.value(new) is not None for m in metrics.TIMINGS)
 
 
 def compare_status(mode: str, candidate: str, status: metrics.CandidateStatus, old: CandidateResult,
@@ -526,8 +528,8 @@ def compare_status(mode: str, candidate: str, status: metrics.CandidateStatus, o
     return Row(mode, candidate, status.name, None, a, b, verdict)
 
 
-def _sort_metric_rows(rows: list[Row]) -> list[Row]:
-    order = {m: i for i, m in enumerate([POINT_METRIC, *(m.name for m in metrics.POINT_METRICS)])}
+def _sort_metric_rows(rows: list[Row], point_metrics: tuple[PointMetric, ...]) -> list[Row]:
+    order = {m: i for i, m in enumerate([POINT_METRIC, *(m.name for m in point_metrics)])}
     return sorted(rows, key=lambda r: (order.get(r.metric, -1), r.t if r.t is not None else -1))
 
 
@@ -555,7 +557,8 @@ def compare_results(
         else:
             point_rows.append(Row(mode, candidate, POINT_METRIC, t, None, "measured", Verdict.NEW,
                                   note=f"T={t} not measured in OLD"))
-    rows.extend(_sort_metric_rows(point_rows))
+    points = [*old.accuracy_latency.values(), *new.accuracy_latency.values()]
+    rows.extend(_sort_metric_rows(point_rows, metrics.metrics_for(points)))
     return rows
 
 

@@ -5,7 +5,8 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import BinaryIO, Callable
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Optional
 
 from pydantic import ValidationError
 
@@ -65,6 +66,30 @@ def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
     return write_text_atomic(report_to_json(report), path)
 
 
+@dataclass(frozen=True)
+class Written:
+    """Where a report went: its path, or where it was kept instead and why the target could not be written."""
+
+    path: Path
+    error: Optional[str] = None
+
+
+def write_report_or_keep(report: Report, path: str | os.PathLike[str]) -> Written:
+    """Write the report where asked; if that fails (a full or vanished disk), keep the measurements in the
+    temporary directory instead, so that an hour of measuring is never lost to the last step."""
+    text = report_to_json(report)
+    try:
+        return Written(write_text_atomic(text, path))
+    except (UserError, OSError) as exc:
+        error = str(exc) if isinstance(exc, UserError) else f"{path}: cannot write: {exc.strerror or exc}"
+    kept_dir = Path(tempfile.gettempdir()) / "adaln-bench-kept"
+    try:
+        kept = write_text_atomic(text, kept_dir / Path(path).name)
+    except (UserError, OSError) as exc:  # nowhere to write at all: the caller prints the summary regardless
+        return Written(Path(path), f"{error}; and not kept in {kept_dir} either: {exc}")
+    return Written(kept.resolve(), error)
+
+
 def write_text_atomic(text: str, path: str | os.PathLike[str]) -> Path:
     return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
 
@@ -85,6 +110,9 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except OSError as exc:  # a full or vanished disk: one line for the user, the target untouched
+        Path(tmp).unlink(missing_ok=True)
+        raise UserError(f"{target}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -104,9 +132,19 @@ def current_umask() -> int:
     return mask
 
 
-def check_writable(path: str | os.PathLike[str]) -> Path:
-    """Fail before hours of measuring, not after, when the report could not be written."""
+def check_writable(path: str | os.PathLike[str], directory: bool = False) -> Path:
+    """Fail before hours of measuring, not after, when the report could not be written. `directory`: the
+    path is a folder that will hold the reports."""
     target = Path(path)
+    if directory:
+        if target.exists() and not target.is_dir():
+            raise UserError(f"{target}: is a file; with several operators --out names a directory")
+        probe_dir = target
+        while not probe_dir.exists():
+            probe_dir = probe_dir.parent
+        if not probe_dir.is_dir() or not os.access(probe_dir, os.W_OK | os.X_OK):
+            raise UserError(f"{target}: cannot write there ({probe_dir} is not a writable directory)")
+        return target
     if target.is_dir():
         raise UserError(f"{target}: is a directory; --out takes a file path")
     parent = target.parent

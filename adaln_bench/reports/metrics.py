@@ -19,7 +19,7 @@ does not know yet, through the extra keys pydantic keeps: an entry works before 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Literal, Optional, Union
+from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, Sequence, Union
 
 from adaln_bench.reports import format as fmt
 from adaln_bench.reports.schema import AccuracyLatency, BatchInvariance, CandidateResult, Distribution
@@ -109,20 +109,55 @@ class PointMetric(_Field):
         return max(values) if self.better == "lower" else min(values)
 
 
-POINT_METRICS: tuple[PointMetric, ...] = (
-    PointMetric("fwd_rel_err", ERROR, "Forward error vs FP64", plot=True, summary="fwd err"),
-    PointMetric("grad_rel_err.temb", ERROR, "d_temb error vs FP64", plot=True, summary="grad err"),
-    PointMetric("grad_rel_err.w", ERROR, "dW error vs FP64", plot=True, summary="grad err"),
-    PointMetric("grad_rel_err.b", ERROR, "db error vs FP64", summary="grad err"),
+FWD_ERR = PointMetric("fwd_rel_err", ERROR, "Forward error vs FP64", plot=True, summary="fwd err")
+TIMINGS: tuple[PointMetric, ...] = (
     PointMetric("fwd_us", LATENCY, "Forward latency", dist="fwd_us_dist", plot=True),
     PointMetric("fwd_bwd_us", LATENCY, "Forward + backward latency", dist="fwd_bwd_us_dist", plot=True,
                 summary="fwd+bwd"),
     PointMetric("device_time.fwd_us", DEVICE, "Forward device time", event_metric="fwd_us"),
     PointMetric("device_time.fwd_bwd_us", DEVICE, "Forward + backward device time", event_metric="fwd_bwd_us"),
 )
+# The projection's gradients, as its reports name them; every operator's are the keys of its grad_rel_err.
+PROJECTION_GRADS = ("temb", "w", "b")
+GRAD_LABELS = {"temb": "d_temb", "w": "dW", "b": "db"}
+GRAD_PREFIX = "grad_rel_err."
+
+
+def grad_metric(name: str, plot: bool = False) -> PointMetric:
+    label = GRAD_LABELS.get(name, f"d_{name}")
+    return PointMetric(GRAD_PREFIX + name, ERROR, f"{label} error vs FP64", plot=plot, summary="grad err")
+
+
+def point_metrics(grads: Sequence[str] = PROJECTION_GRADS, plotted: Optional[Sequence[str]] = None,
+                  ) -> tuple[PointMetric, ...]:
+    """Every metric per size for an operator whose gradients are `grads` (in order): the forward error, one
+    error per gradient, the times. `plotted`: the gradients drawn in a panel of their own (default: the
+    first two, the projection's d_temb and dW)."""
+    drawn = set(grads[:2] if plotted is None else plotted)
+    return (FWD_ERR, *(grad_metric(g, g in drawn) for g in grads), *TIMINGS)
+
+
+POINT_METRICS = point_metrics()  # the projection's
+
+
+def grads_in(points: Iterable[Optional[AccuracyLatency]]) -> list[str]:
+    """The gradients the points hold errors for, in the order they first appear."""
+    names: dict[str, None] = {}
+    for point in points:
+        if point is not None and point.grad_rel_err is not None:
+            names.update(dict.fromkeys(point.grad_rel_err.errors()))
+    return list(names)
+
+
+def metrics_for(points: Iterable[Optional[AccuracyLatency]]) -> tuple[PointMetric, ...]:
+    """The point metrics of what these points hold (the projection's order when they hold its gradients)."""
+    grads = grads_in(points)
+    return point_metrics(grads) if grads else (FWD_ERR, *TIMINGS)
 
 
 def point_metric(name: str) -> Optional[PointMetric]:
+    if name.startswith(GRAD_PREFIX):
+        return grad_metric(name[len(GRAD_PREFIX):])
     return next((m for m in POINT_METRICS if m.name == name), None)
 
 
@@ -134,8 +169,9 @@ def summary_columns() -> list[str]:
 def summary_cells(point: Optional[AccuracyLatency]) -> list[str]:
     """One cell per summary column: the worst value of its metrics at this T, or a dash."""
     cells = []
+    present = metrics_for([point])
     for column in summary_columns():
-        members = [m for m in POINT_METRICS if m.summary == column]
+        members = [m for m in present if m.summary == column]
         values = [] if point is None else [v for m in members if (v := m.value(point)) is not None]
         cells.append(members[0].kind.brief(members[0].worst(values)) if values else fmt.MISSING)
     return cells

@@ -16,8 +16,8 @@ ENVIRONMENT_FIELDS = ("interpreter", "python", "torch", "cuda", "framework_versi
 
 
 def _inputs_key(inputs: InputFingerprint) -> tuple:
-    return (inputs.seed, inputs.rows, inputs.temb_sha256, inputs.weight_sha256, inputs.bias_sha256,
-            inputs.upstream_sha256, inputs.permutation_sha256)
+    return (inputs.seed, inputs.rows, tuple(sorted(inputs.tensor_hashes().items())), inputs.upstream_sha256,
+            inputs.permutation_sha256)
 
 
 def modes_with_other_inputs(runs: Mapping[str, ModeRun], parent_interpreter: Optional[str]) -> Optional[list[str]]:

@@ -15,7 +15,29 @@ from adaln_bench.reports.format import markdown_table
 from adaln_bench.reports.mode_environments import environment_lines, input_warning
 from adaln_bench.reports.schema import CandidateResult, CandidateStatus, CandidateUnavailable, Report
 
-SHOWN_TOKENS = ("3", "256", "2048")
+SHOWN_TOKENS = ("3", "256", "2048")  # of a full timestep report; an operator's own sizes otherwise
+
+
+def shown_sizes(report: Report) -> tuple[str, ...]:
+    """The sizes the tables show: T = 3, 256, 2048 where the report has them (the projection's full run),
+    else every size it measured, up to three (a token operator's S = 4097 and 32768, a quick run's 1 and 3)."""
+    measured = sorted({t for cands in report.results.values() for e in cands.values()
+                       if isinstance(e, CandidateResult) for t in e.accuracy_latency if t.isdigit()}, key=int)
+    if not measured or set(SHOWN_TOKENS) <= set(measured):
+        return SHOWN_TOKENS
+    return tuple(measured[:3]) if len(measured) <= 3 else (measured[1], measured[len(measured) // 2], measured[-1])
+
+
+def size_symbol(report: Report) -> str:
+    """T for a timestep operator, S for a token operator (adaln_bench/ops)."""
+    from adaln_bench.ops.registry import all_operators
+
+    op = all_operators().get(report.op)
+    return op.family.size_symbol if op is not None else "T"
+
+
+def stock_name(report: Report) -> str:
+    return "cuBLAS" if report.op == "adaln_projection" else "the stock path"
 
 
 @dataclass(frozen=True)
@@ -32,8 +54,8 @@ NO_RESULT = tuple(get_args(CandidateStatus))
 FAILED = "FAILED"  # a result whose candidate status (metrics.CANDIDATE_STATUSES) is a failure
 
 
-def column_title(tokens: str) -> str:
-    return f"T={tokens}: " + " / ".join(metrics.summary_columns())
+def column_title(tokens: str, symbol: str = "T") -> str:
+    return f"{symbol}={tokens}: " + " / ".join(metrics.summary_columns())
 
 
 def invariance_verdict(result: CandidateResult) -> str:
@@ -56,19 +78,30 @@ def _cell(result: CandidateResult, tokens: str) -> str:
 
 def rows(report: Report) -> list[Row]:
     out = []
+    sizes = shown_sizes(report)
     for mode, candidates in report.results.items():
         for name, entry in candidates.items():
             if isinstance(entry, CandidateUnavailable):
                 label = entry.status or "unavailable"
-                out.append(Row(mode, name, label, tuple("—" for _ in SHOWN_TOKENS), entry.unavailable))
+                out.append(Row(mode, name, label, tuple("—" for _ in sizes), entry.unavailable))
             else:
                 out.append(Row(mode, name, invariance_verdict(entry),
-                               tuple(_cell(entry, t) for t in SHOWN_TOKENS), entry.source))
+                               tuple(_cell(entry, t) for t in sizes), entry.source))
     return out
 
 
+def row_grad_label(report: Report) -> str:
+    """The consistency matrix's gradient column: `d_temb` for the projection, `d_x`, `d_res+d_y`, …"""
+    names: dict[str, None] = {}
+    for candidates in report.results.values():
+        for entry in candidates.values():
+            if isinstance(entry, CandidateResult) and entry.fingerprint is not None:
+                names.update(dict.fromkeys(k[: -len("_sha256")] for k in entry.fingerprint.row_grad_hashes()))
+    return "+".join(names) or "d_temb"
+
+
 def consistency_groups(report: Report) -> list[tuple[str, str, str, str]]:
-    """(mode, candidate, output group, d_temb group): pairs with the same letter agree bitwise."""
+    """(mode, candidate, output group, row-gradient group): pairs with the same letter agree bitwise."""
     letters: dict[str, str] = {}
     grad_letters: dict[str, str] = {}
 
@@ -84,14 +117,19 @@ def consistency_groups(report: Report) -> list[tuple[str, str, str, str]]:
         for name, entry in candidates.items():
             if isinstance(entry, CandidateResult) and entry.fingerprint is not None:
                 fp = entry.fingerprint
-                groups.append((mode, name, letter(letters, fp.output_sha256), letter(grad_letters, fp.d_temb_sha256)))
+                hashes = [h for h in fp.row_grad_hashes().values() if h is not None]
+                grads = "+".join(hashes) if hashes else None
+                groups.append((mode, name, letter(letters, fp.output_sha256), letter(grad_letters, grads)))
     return groups
 
 
 def header(report: Report) -> str:
     env = report.environment
     where = env.gpu or "CPU"
-    shape = f", shape D={report.shape.dim} H={report.shape.hidden} M={report.shape.modalities}" if report.shape else ""
+    symbols = {"dim": "D", "hidden": "H", "modalities": "M", "frequency": "F"}
+    sizes = report.shape.sizes() if report.shape else {}
+    shown = " ".join(f"{symbols[k]}={v}" for k, v in sizes.items() if k in symbols)
+    shape = f", shape {shown}" if shown else ""
     quick = ", QUICK (smoke test)" if report.quick else ""
     incomplete = ", INCOMPLETE" if report.incomplete else ""
     cuda = f"CUDA {env.cuda}" if env.cuda else "no CUDA"
@@ -115,6 +153,13 @@ def _summary(result: CandidateResult, tokens: str) -> dict[str, str]:
     return dict(zip(metrics.summary_columns(), metrics.summary_cells(point)))
 
 
+def _forward_time(result: CandidateResult, tokens: str) -> str:
+    """The forward's event median, for an operator without a backward (timestep_sinusoid)."""
+    point = result.accuracy_latency.get(tokens)
+    value = point.fwd_us if point is not None else None
+    return metrics.LATENCY.brief(value) if value is not None else "—"
+
+
 def _verdict_and_detail(entry) -> tuple[str, Optional[str]]:
     """The short word the table shows (yes, NO, a status) and the detail printed under it."""
     if isinstance(entry, CandidateUnavailable):
@@ -136,19 +181,23 @@ def _answer_table(report: Report) -> Table:
     Narrow on purpose (about 75 columns with the longest mode name): the verdict and every time must show in
     full on an 80-column terminal, so counts, reasons and errors go below or in the next table.
     """
-    table = Table(title="batch-invariant, and forward + backward time", box=box.SIMPLE_HEAD, title_justify="left")
+    backward = any(isinstance(e, CandidateResult) and e.has_backward for c in report.results.values()
+                   for e in c.values())
+    title = "batch-invariant, and forward + backward time" if backward else "batch-invariant, and forward time"
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("mode / candidate", overflow="fold", min_width=12)
     table.add_column("invariant", no_wrap=True)
-    for t in SHOWN_TOKENS:
-        table.add_column(f"T={t}", justify="right", no_wrap=True)
+    sizes, symbol = shown_sizes(report), size_symbol(report)
+    for t in sizes:
+        table.add_column(f"{symbol}={t}", justify="right", no_wrap=True)
     for mode, candidates in report.results.items():
-        table.add_row(f"[bold]{escape(mode)}[/bold]", "", *("" for _ in SHOWN_TOKENS))
+        table.add_row(f"[bold]{escape(mode)}[/bold]", "", *("" for _ in sizes))
         for name, entry in candidates.items():
             word, _ = _verdict_and_detail(entry)
             style = _VERDICT_STYLE.get(word, "yellow")
-            times = ["—"] * len(SHOWN_TOKENS)
+            times = ["—"] * len(sizes)
             if isinstance(entry, CandidateResult):
-                times = [_summary(entry, t)["fwd+bwd"] for t in SHOWN_TOKENS]
+                times = [_summary(entry, t)["fwd+bwd"] if backward else _forward_time(entry, t) for t in sizes]
             table.add_row(f"  {escape(_short_name(mode, name))}", f"[{style}]{escape(word)}[/{style}]", *times)
     return table
 
@@ -157,26 +206,27 @@ def _error_table(report: Report) -> Table:
     """Forward error and worst gradient error against FP64, for the pairs that were measured."""
     table = Table(title="error against FP64: forward / worst gradient", box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("mode / candidate", overflow="fold", min_width=12)
-    for t in SHOWN_TOKENS:
-        table.add_column(f"T={t}", justify="right", no_wrap=True)
+    sizes, symbol = shown_sizes(report), size_symbol(report)
+    for t in sizes:
+        table.add_column(f"{symbol}={t}", justify="right", no_wrap=True)
     for mode, candidates in report.results.items():
         measured = {name: e for name, e in candidates.items() if isinstance(e, CandidateResult)}
         if measured:
-            table.add_row(f"[bold]{escape(mode)}[/bold]", *("" for _ in SHOWN_TOKENS))
+            table.add_row(f"[bold]{escape(mode)}[/bold]", *("" for _ in sizes))
         for name, entry in measured.items():
             cells = []
-            for t in SHOWN_TOKENS:
+            for t in sizes:
                 summary = _summary(entry, t)
                 cells.append("—" if t not in entry.accuracy_latency else f"{summary['fwd err']}/{summary['grad err']}")
             table.add_row(f"  {escape(_short_name(mode, name))}", *cells)
     return table
 
 
-def device_cells(result: CandidateResult) -> Optional[list[str]]:
-    """Forward + backward device time at each shown T, with its ratio to the cuBLAS path sampled beside it
-    where the report has one (`device_time.reference`); None when no shown T has device time."""
+def device_cells(result: CandidateResult, sizes: tuple[str, ...] = SHOWN_TOKENS) -> Optional[list[str]]:
+    """Forward + backward device time at each shown size, with its ratio to the stock path sampled beside it
+    where the report has one (`device_time.reference`); None when no shown size has device time."""
     cells, any_time = [], False
-    for t in SHOWN_TOKENS:
+    for t in sizes:
         point = result.accuracy_latency.get(t)
         dt = point.device_time if point is not None else None
         if dt is None or dt.fwd_bwd_us is None:
@@ -189,20 +239,33 @@ def device_cells(result: CandidateResult) -> Optional[list[str]]:
     return cells if any_time else None
 
 
+def has_ratios(report: Report) -> bool:
+    return any(isinstance(e, CandidateResult) and any(
+        p.device_time is not None and p.device_time.reference is not None
+        and p.device_time.reference.fwd_bwd_ratio is not None for p in e.accuracy_latency.values())
+        for cands in report.results.values() for e in cands.values())
+
+
+def device_title(report: Report) -> str:
+    """Says × only where the report holds ratios (older reports have device time without a reference)."""
+    return "forward + backward device time" + (
+        f" (× {stock_name(report)}, timed beside it)" if has_ratios(report) else "")
+
+
 def _device_table(report: Report) -> Table:
     """The device-time counterpart of the first table's event times: GPU time without the host's launch time,
-    and (×) its ratio to the cuBLAS path sampled in the same rounds, which what moved the GPU's clock leaves
+    and (×) its ratio to the stock path sampled in the same rounds, which what moved the GPU's clock leaves
     alone."""
-    table = Table(title="forward + backward device time (× cuBLAS, timed beside it)", box=box.SIMPLE_HEAD,
-                  title_justify="left")
+    table = Table(title=device_title(report), box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("mode / candidate", overflow="fold", min_width=12)
-    for t in SHOWN_TOKENS:
-        table.add_column(f"T={t}", justify="right", no_wrap=True)
+    sizes, symbol = shown_sizes(report), size_symbol(report)
+    for t in sizes:
+        table.add_column(f"{symbol}={t}", justify="right", no_wrap=True)
     for mode, candidates in report.results.items():
         measured = {name: cells for name, e in candidates.items()
-                    if isinstance(e, CandidateResult) and (cells := device_cells(e)) is not None}
+                    if isinstance(e, CandidateResult) and (cells := device_cells(e, sizes)) is not None}
         if measured:
-            table.add_row(f"[bold]{escape(mode)}[/bold]", *("" for _ in SHOWN_TOKENS))
+            table.add_row(f"[bold]{escape(mode)}[/bold]", *("" for _ in sizes))
         for name, cells in measured.items():
             table.add_row(f"  {escape(_short_name(mode, name))}", *cells)
     return table
@@ -247,7 +310,7 @@ def print_summary(report: Report, console: Optional[Console] = None) -> None:
     if len(groups) > 1:
         matrix = Table(title="train–infer consistency (seed 3, 257 rows): same letter = bitwise identical",
                        box=box.SIMPLE_HEAD, title_justify="left")
-        for col in ("mode", "candidate", "output", "d_temb"):
+        for col in ("mode", "candidate", "output", row_grad_label(report)):
             matrix.add_column(col, overflow="fold")
         for mode, name, out, grad in groups:
             matrix.add_row(escape(mode), escape(_short_name(mode, name)), out, grad)
@@ -268,7 +331,8 @@ def print_summary(report: Report, console: Optional[Console] = None) -> None:
 
 def markdown(report: Report) -> str:
     lines = [f"**{header(report)}**", ""]
-    cols = ["mode", "candidate", "invariant"] + [column_title(t) for t in SHOWN_TOKENS]
+    sizes, symbol = shown_sizes(report), size_symbol(report)
+    cols = ["mode", "candidate", "invariant"] + [column_title(t, symbol) for t in sizes]
     table = []
     for row in rows(report):
         verdict = row.verdict if not row.verdict.startswith(NO_RESULT) else f"{row.verdict}: {row.note}"
@@ -276,14 +340,14 @@ def markdown(report: Report) -> str:
     lines += markdown_table(cols, table)
     device = [(mode, f"`{name}`", *cells) for mode, candidates in report.results.items()
               for name, entry in candidates.items()
-              if isinstance(entry, CandidateResult) and (cells := device_cells(entry)) is not None]
+              if isinstance(entry, CandidateResult) and (cells := device_cells(entry, sizes)) is not None]
     if device:
-        lines += ["", "Forward + backward device time (× the cuBLAS path sampled beside it):", ""]
-        lines += markdown_table(["mode", "candidate"] + [f"T={t}" for t in SHOWN_TOKENS], device)
+        lines += ["", device_title(report)[0].upper() + device_title(report)[1:] + ":", ""]
+        lines += markdown_table(["mode", "candidate"] + [f"{symbol}={t}" for t in sizes], device)
     groups = consistency_groups(report)
     if len(groups) > 1:
         lines += ["", "Train–infer consistency (seed 3, 257 rows; same letter = bitwise identical):", ""]
-        lines += markdown_table(["mode", "candidate", "output", "d_temb"],
+        lines += markdown_table(["mode", "candidate", "output", row_grad_label(report)],
                                 [(m, f"`{c}`", o, g) for m, c, o, g in groups])
     extra = environment_lines(report)
     warning = input_warning(report)

@@ -76,7 +76,8 @@ class RandomRowsCounts(_Model):
 
 class BatchInvariance(_Model):
     all_rows: dict[str, AllRowsCount]
-    params_repeatable: bool
+    # None: the candidate differentiates no parameter (RL-Kernel's reports write null there too).
+    params_repeatable: Optional[bool]
     full_vs_sub_batches: SubBatchCounts
     batch_size_sweep: SweepCounts
     batch_invariant: bool
@@ -99,9 +100,12 @@ class Distribution(_Model):
 
 
 class GradRelErr(_Model):
-    temb: Optional[float]
-    w: Optional[float]
-    b: Optional[float]
+    """One relative error per differentiated input, keyed by the input's name in the operator's order (the
+    projection's: temb, w, b; gate_residual's: res, y, gate). The keys are the operator's, so they are kept
+    as they come rather than declared here."""
+
+    def errors(self) -> dict[str, Optional[float]]:
+        return dict(self.__pydantic_extra__ or {})
 
 
 DeviceTimeMethod = Literal["cuda_graph", "queued"]
@@ -204,10 +208,18 @@ class CandidateResult(_Model):
 
 
 class Fingerprint(_Model):
+    """SHA-256 of the outputs and, per differentiated row input X, of its gradient as `d_X_sha256` (the
+    projection's `d_temb_sha256`)."""
+
     rows: int
     seed: int
     output_sha256: str
     d_temb_sha256: Optional[str] = None
+
+    def row_grad_hashes(self) -> dict[str, Optional[str]]:
+        fields = {"d_temb_sha256": self.d_temb_sha256} if "d_temb_sha256" in self.model_fields_set else {}
+        extra = {k: v for k, v in (self.__pydantic_extra__ or {}).items() if k.startswith("d_")}
+        return {**fields, **extra}
 
 
 CandidateStatus = Literal["unavailable", "failed", "crashed", "timeout", "interrupted"]
@@ -288,12 +300,20 @@ class InputFingerprint(_Model):
 
     seed: int
     rows: int
-    temb_sha256: str
-    weight_sha256: str
-    bias_sha256: str
+    # The projection's three inputs, as its reports have named them; another operator's inputs are keys of
+    # their own, `<name>_sha256` (norm_modulate: x_sha256, w_sha256, sh_sha256, sc_sha256, idx_sha256).
+    temb_sha256: Optional[str] = None
+    weight_sha256: Optional[str] = None
+    bias_sha256: Optional[str] = None
     upstream_sha256: str
     # torch.randperm(rows) from a CPU generator seeded `seed`: the batch-size sweep draws its fillers so.
     permutation_sha256: Optional[str] = None
+
+    def tensor_hashes(self) -> dict[str, str]:
+        """Every input's hash by its key (`temb_sha256`, …), the upstream and permutation left out."""
+        data = self.model_dump(exclude_unset=True)
+        return {k: v for k, v in data.items() if k.endswith("_sha256") and k not in
+                ("upstream_sha256", "permutation_sha256") and v is not None}
 
 
 ModeStatus = Literal["ok", "unavailable", "failed", "crashed", "timeout", "interrupted"]
@@ -312,11 +332,17 @@ class ModeRun(_Model):
 
 
 class Shape(_Model):
-    dim: int
-    hidden: int
-    modalities: int
-    out_features: int
+    """The model's sizes an operator reads (the projection's: D, H, M and N = 6·M·H)."""
+
+    dim: Optional[int] = None
+    hidden: Optional[int] = None
+    modalities: Optional[int] = None
+    out_features: Optional[int] = None
+    frequency: Optional[int] = None
     preset: Optional[str] = None
+
+    def sizes(self) -> dict[str, int]:
+        return {k: v for k, v in self.model_dump(exclude_none=True).items() if k != "preset"}
 
 
 class ToolInfo(_Model):

@@ -1,4 +1,5 @@
-"""The bundled CUDA kernel as a harness candidate ("bundled").
+"""The bundled CUDA kernel as a differentiable function: the projection's "bundled" candidate
+(registered in adaln_bench/ops/adaln_projection/candidates.py).
 
 forward(temb fp32 (T, D), w bf16 (N, D), b bf16 (N,)) -> bf16 (T, N), differentiable: a
 torch.autograd.Function whose backward returns d_temb in fp32 (d_act never rounded to bf16), dW and db
@@ -12,7 +13,6 @@ from typing import Optional
 import torch
 
 from adaln_bench.kernels.bundled import build as _build
-from adaln_bench.kernels.registry import BuildContext, Candidate, Implementation, register
 
 _ALIGN = 16
 
@@ -152,12 +152,11 @@ def availability() -> Optional[str]:
     return None
 
 
-def _build_impl(ctx: BuildContext) -> Implementation:
-    device = ctx.device if ctx.device.index is not None else torch.device("cuda", torch.cuda.current_device())
-    lib = get_library(device)
-    kchunk, nchunks, per_group, t_block = lib.chunking(ctx.out_features)
+def library_details(lib: "_build.Library", out_features: int) -> dict[str, str]:
+    """What the report records beside the candidate's results: the code path, the build, the chunking."""
+    kchunk, nchunks, per_group, t_block = lib.chunking(out_features)
     meta = lib.meta
-    details = {
+    return {
         "path": lib.target.path,
         "code_path": lib.path_name,
         "config": lib.config,
@@ -168,24 +167,6 @@ def _build_impl(ctx: BuildContext) -> Implementation:
         "cutlass": str(meta.get("cutlass_version", "")),
         "flags": str(meta.get("flags", "")),
         "dact_chunking": (f"{nchunks} chunks of {kchunk}, summed in groups of {per_group} (fixed by N = "
-                          f"{ctx.out_features}), T blocks of {t_block}"),
+                          f"{out_features}), T blocks of {t_block}"),
         "prebuilt_or_cached": str(meta.get("prebuilt_or_cached", "")),
     }
-    return Implementation(
-        source=f"bundled CUDA kernel, {lib.path_name}",
-        has_backward=True,
-        forward=make_forward(lib),
-        details=details,
-    )
-
-
-BUNDLED = register(
-    Candidate(
-        name="bundled",
-        description="this project's CUDA kernel: invariant by construction (tiles chosen by T only among "
-                    "bit-identical ones, no split-K by T, d_act chunks summed in an order fixed by N), fp32 d_temb",
-        default_modes=("plain",),
-        availability=availability,
-        build=_build_impl,
-    )
-)

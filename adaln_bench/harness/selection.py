@@ -1,0 +1,122 @@
+"""What a run measures: its operators, each one's candidates per mode, and the children's jobs.
+
+Everything here is decided in the parent before a child starts, so that a mistake (an unknown operator, a
+candidate of another operator, a size an operator does not take) is one line and exit 2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from adaln_bench.errors import UserError
+from adaln_bench.harness.protocol import OpWork
+from adaln_bench.harness.runner import ModeJob
+from adaln_bench.modes.registry import Mode
+from adaln_bench.ops import candidates as registry
+from adaln_bench.ops.registry import all_operators, get_operator
+from adaln_bench.ops.spec import Operator
+
+PROJECTION = "adaln_projection"
+
+
+def choose_operators(names: Sequence[str], projection_only: Optional[str], candidate_names: Sequence[str]
+                     ) -> list[Operator]:
+    """`--op` names (or `all`); without them every operator, or the projection when an option only it has
+    (`projection_only` names it) was given, or the operators that have every named candidate."""
+    known = all_operators()
+    if names:
+        if "all" in names:
+            chosen = list(known.values())
+        else:
+            chosen = [get_operator(n) for n in dict.fromkeys(names)]
+        if projection_only and any(op.name != PROJECTION for op in chosen) and "all" not in names:
+            raise UserError(f"{projection_only} is an option of adaln_projection only; drop it or run --op "
+                            "adaln_projection")
+        return chosen
+    if projection_only:
+        return [known[PROJECTION]]
+    if candidate_names:
+        having = [op for op in known.values()
+                  if all(":" in c or c in registry.candidates_of(op.name) for c in candidate_names)]
+        plugins_only = all(":" in c for c in candidate_names)
+        if plugins_only:  # a module:function names no operator: the projection's, as before operators existed
+            return [known[PROJECTION]]
+        if not having:
+            raise UserError(f"no operator has every candidate of {', '.join(candidate_names)}; "
+                            "name one with --op (adaln-bench ops lists them)")
+        return having
+    return list(known.values())
+
+
+def check_candidates(ops: Sequence[Operator], names: Sequence[str]) -> None:
+    """Each named candidate exists for each chosen operator; a plugin for another operator is refused."""
+    from adaln_bench.ops.user_function import check_importable
+
+    for name in dict.fromkeys(names):
+        if ":" in name:
+            check_importable(name)
+            continue
+        for op in ops:
+            if name in registry.candidates_of(op.name):
+                continue
+            owner = registry.other_operator_of(name, op.name)
+            if owner is not None:
+                raise UserError(f"candidate {name!r} is a candidate of {owner}, not of {op.name}")
+            known = ", ".join(registry.candidates_of(op.name))
+            raise UserError(f"unknown candidate {name!r} for {op.name}; known: {known}, or module:function")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Per operator, per mode: the candidates to measure (names as registered)."""
+
+    ops: list[Operator]
+    per_op: dict[str, dict[str, list[str]]]
+
+    def report_names(self, op: str, mode: str) -> list[str]:
+        return [registry.get(c, op).report_name(mode) for c in self.per_op[op].get(mode, [])]
+
+
+def select(ops: Sequence[Operator], modes: Sequence[Mode], names: Sequence[str]) -> Selection:
+    """Candidates per operator and mode: those named (in every mode the operator runs under), else each
+    candidate's default modes."""
+    per_op: dict[str, dict[str, list[str]]] = {}
+    for op in ops:
+        table = registry.candidates_of(op.name)
+        per_mode = {}
+        for m in modes:
+            if names:
+                per_mode[m.name] = list(dict.fromkeys(names))
+            else:
+                per_mode[m.name] = [c.name for c in table.values()
+                                    if c.default_modes is None or m.name in c.default_modes]
+        per_op[op.name] = per_mode
+    return Selection(list(ops), per_op)
+
+
+def jobs(selection: Selection, modes: Sequence[Mode], interpreters: dict[str, str], parts: int = 1
+         ) -> list[ModeJob]:
+    """One child per mode measuring every operator that runs under it; with `parts` > 1 (several CPU cores),
+    each mode's operators are dealt over that many children, heaviest first."""
+    out = []
+    for m in modes:
+        work = [OpWork(op=op.name, candidates=selection.per_op[op.name][m.name]) for op in selection.ops
+                if op.runs_under(m.name) and selection.per_op[op.name][m.name]]
+        if not work:
+            continue
+        groups = _deal(work, parts) if parts > 1 and len(work) > 1 else [work]
+        for i, group in enumerate(groups):
+            out.append(ModeJob(m, tuple(group), interpreters.get(m.name), part=i if len(groups) > 1 else None))
+    return out
+
+
+def _deal(work: list[OpWork], parts: int) -> list[list[OpWork]]:
+    """Greedy: each operator (most candidates first) to the child with the fewest candidates so far."""
+    groups: list[list[OpWork]] = [[] for _ in range(min(parts, len(work)))]
+    load = [0] * len(groups)
+    for w in sorted(work, key=lambda w: -len(w.candidates)):
+        i = load.index(min(load))
+        groups[i].append(w)
+        load[i] += len(w.candidates)
+    order = {w.op: k for k, w in enumerate(work)}
+    return [sorted(g, key=lambda w: order[w.op]) for g in groups if g]

@@ -1,0 +1,83 @@
+"""A run's output: each operator's report written (or kept elsewhere when the disk refuses), its summary
+printed, and the run index that lists them (docs/spec.md#9-the-report)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from adaln_bench.reports.io import Written, write_report_or_keep, write_text_atomic
+from adaln_bench.reports.naming import RUN_INDEX_KIND, RunName, index_path, report_path
+from adaln_bench.reports.render import print_summary
+from adaln_bench.reports.schema import SCHEMA_VERSION, Report
+
+
+@dataclass
+class RunWritten:
+    reports: dict[str, Written] = field(default_factory=dict)
+    index: Optional[Path] = None
+    failed: Optional[str] = None  # one line: what could not be written where it was asked
+
+
+def write_run(reports: dict[str, Report], out: Path, name: RunName, single_file: bool, slots: list,
+              quiet: bool) -> RunWritten:
+    """`out` is the report file (one operator, `--out FILE.json`) or the directory of the run."""
+    written = RunWritten()
+    for op, report in reports.items():
+        path = out if single_file else report_path(out, name, op)
+        if path.exists():
+            print(f"adaln-bench: replacing {path} (a report of the same operator, shape, probes and modes)",
+                  file=sys.stderr)
+        written.reports[op] = result = write_report_or_keep(report, path)
+        if result.error:
+            print(f"adaln-bench: {result.error}; the report was kept in {result.path}", file=sys.stderr)
+            written.failed = written.failed or f"{result.error}; kept in {result.path}"
+    if not quiet:
+        for report in reports.values():
+            print_summary(report)
+    if not single_file:
+        written.index = _write_index(reports, written, out, name, slots)
+    stream = sys.stderr if quiet else sys.stdout
+    for op, result in written.reports.items():
+        print(f"report: {result.path}", file=stream)
+    if written.index is not None:
+        print(f"run index: {written.index}", file=stream)
+    return written
+
+
+def _write_index(reports: dict[str, Report], written: RunWritten, out: Path, name: RunName,
+                 slots: list) -> Optional[Path]:
+    """The small file a nightly reads first: which reports one run wrote, where, and how long it took."""
+    first = next(iter(reports.values()))
+    path = index_path(out, name)
+    index = {
+        "kind": RUN_INDEX_KIND,
+        "schema_version": SCHEMA_VERSION,
+        "tool": first.tool.model_dump(mode="json") if first.tool else None,
+        "device": first.device,
+        "gpu": first.environment.gpu,
+        "gpus": [s for s in slots if s is not None],
+        "started_at": first.started_at,
+        "wall_s": first.wall_s,
+        "quick": first.quick,
+        "incomplete": any(r.incomplete for r in reports.values()),
+        "modes": list(first.modes or {}),
+        "reports": {op: _relative(w.path, path.parent) for op, w in written.reports.items()},
+    }
+    try:
+        return write_text_atomic(json.dumps(index, indent=2) + "\n", path)
+    except Exception as exc:  # noqa: BLE001 - the reports are written; the index is a convenience
+        print(f"adaln-bench: the run index could not be written: {exc}", file=sys.stderr)
+        written.failed = written.failed or f"the run index could not be written: {exc}"
+        return None
+
+
+def _relative(path: Path, base: Path) -> str:
+    """A report's path from the index's folder (`../norm_modulate/…json`), absolute where it was kept elsewhere."""
+    try:
+        return os.path.relpath(path.resolve(), base.resolve())
+    except ValueError:
+        return str(path.resolve())
