@@ -15,7 +15,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 from adaln_bench.commands.diff import diff_command  # noqa: E402
 from adaln_bench.commands.fidelity import fidelity_command  # noqa: E402
 from adaln_bench.commands.kernel_bench import kernel_bench_command  # noqa: E402
-from adaln_bench.commands.listing import candidates_command, env_command, modes_command  # noqa: E402
+from adaln_bench.commands.listing import candidates_command, env_command, modes_command, ops_command  # noqa: E402
 from adaln_bench.commands.plot import plot_command  # noqa: E402
 from adaln_bench.commands.report import report_command  # noqa: E402
 from adaln_bench.commands.run import run_command  # noqa: E402
@@ -29,8 +29,8 @@ except ImportError:
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Is the AdaLN modulation projection batch-invariant, how accurate against FP64, and how fast, "
-    "under each framework's batch-invariant mode?",
+    help="Is each AdaLN operator of a diffusion transformer batch-invariant, how accurate against FP64, and how "
+    "fast, under each framework's batch-invariant mode?",
     pretty_exceptions_enable=False,
 )
 
@@ -41,6 +41,7 @@ app.command("fidelity")(fidelity_command)
 app.command("kernel-bench")(kernel_bench_command)
 app.command("plot")(plot_command)
 app.command("modes")(modes_command)
+app.command("ops")(ops_command)
 app.command("candidates")(candidates_command)
 app.command("env")(env_command)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adaln_bench.harness.inputs import make_params
+from adaln_bench.ops.adaln_projection.inputs import make_params
 from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.kernels.bench import bits, child
-from adaln_bench.kernels.bench.floors import forward_backward_work, forward_work, rates
-from adaln_bench.kernels.bench.subjects import SpecError, parse_library
-from adaln_bench.kernels.bench.table import combine, entries_markdown, to_markdown
-from adaln_bench.kernels.diffusers_baseline import replay
+from adaln_bench.kernel_bench import bits, child
+from adaln_bench.kernel_bench.floors import forward_backward_work, forward_work, rates
+from adaln_bench.kernel_bench.subjects import SpecError, parse_library
+from adaln_bench.kernel_bench.table import combine, entries_markdown, to_markdown
+from adaln_bench.ops.adaln_projection import replay
 from tests.conftest import run_cli
 
 H3 = PRESETS["h3"]
@@ -176,7 +176,7 @@ def test_the_committed_h200_run_renders_to_its_committed_markdown(stem):
     import json
     from pathlib import Path
 
-    from adaln_bench.kernels.bench.table import document_markdown, not_invariant
+    from adaln_bench.kernel_bench.table import document_markdown, not_invariant
 
     folder = Path(__file__).resolve().parents[1] / "results" / "h200" / "kernel_bench"
     doc = json.loads((folder / f"{stem}.json").read_text())
@@ -266,7 +266,7 @@ def test_the_mma_sync_sweep_loads_without_triton_and_keeps_only_tiles_that_fit()
 
 def test_kernel_bench_keeps_the_warm_ups_median_beside_the_kept_one():
     from adaln_bench.harness.device_time import DeviceTiming
-    from adaln_bench.kernels.bench.child import summary
+    from adaln_bench.kernel_bench.child import summary
 
     t = DeviceTiming(method="cuda_graph", median_us=117.5, samples_us=[117.5] * 20, rel_noise=0.001,
                      stop_reason="stable", calls_per_sample=17, sm_clock_mhz_before=1980.0, sm_clock_mhz_after=1980.0,

@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from adaln_bench.harness import plan as P
-from adaln_bench.harness.inputs import make_params
+from adaln_bench.ops.adaln_projection.inputs import make_params
 from adaln_bench.harness.measure import Parts, measure_candidate
-from adaln_bench.harness.protocol import ChildSpec
+from adaln_bench.harness.protocol import ChildSpec, OpWork
 from adaln_bench.harness.runner import ChildOptions
 from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.kernels.diffusers_baseline import replay
-from adaln_bench.kernels.registry import Implementation
+from adaln_bench.ops.adaln_projection import replay
+from adaln_bench.ops.candidates import Implementation
+from fixture_candidates import projection_subject
 
 CPU = torch.device("cpu")
 SHAPE = PRESETS["tiny"]
@@ -41,7 +42,8 @@ class CountingImpl(Implementation):
 
 def _measure(parts: Parts):
     impl = CountingImpl()
-    result = measure_candidate(impl, make_params(SHAPE, CPU), SHAPE, CPU, PLAN, parts)
+    result = measure_candidate(projection_subject(impl, SHAPE), make_params(SHAPE, CPU).as_inputs(), SHAPE, CPU, PLAN,
+                               parts)
     return impl, result
 
 
@@ -76,11 +78,11 @@ def test_accuracy_only_and_probes_only():
 
 def test_the_parent_passes_the_parts_and_the_one_shape_to_the_child(tmp_path: Path):
     options = ChildOptions(device="cpu", shape=SHAPE, quick=True, timeout_s=None, probes=False, accuracy=False)
-    spec = options.child_spec("plain", ["diffusers"], tmp_path / "r.json")
+    spec = options.child_spec("plain", (OpWork(op="adaln_projection", candidates=["diffusers"]),), tmp_path / "r.json")
     sent = json.loads(spec.model_dump_json())
     assert (sent["probes"], sent["accuracy"], sent["latency"]) == (False, False, True)
     assert sent["shape"] == {"dim": SHAPE.dim, "hidden": SHAPE.hidden, "modalities": SHAPE.modalities,
-                             "preset": "tiny"}
+                             "preset": "tiny", "frequency": 256}
     assert ChildSpec.model_validate_json(spec.model_dump_json()).shape == SHAPE
 
 

@@ -23,7 +23,7 @@ class FakeRunner:
         grad = base.clone()
         grad[:, 1] += bump(self.grad_from)
         dw = torch.tensor([0.0 if self.repeatable else float(self.calls)])
-        return RunOutput(out, grad, dw, torch.zeros(1))
+        return RunOutput((out,), (grad,), (dw, torch.zeros(1)))
 
 
 def test_invariant_candidate_passes_with_exact_structure():
@@ -77,7 +77,7 @@ class PositionRunner(FakeRunner):
 
     def __call__(self, seed, n, rows):
         result = super().__call__(seed, n, rows)
-        result.out[1:, 1] += 0.25
+        result.outs[0][1:, 1] += 0.25
         return result
 
 

@@ -5,11 +5,12 @@ import torch
 
 import fixture_candidates as fx
 from adaln_bench.harness import plan as P
-from adaln_bench.harness.inputs import make_params
+from adaln_bench.ops.adaln_projection.inputs import make_params
 from adaln_bench.harness.random_rows import draw, probe_random_rows
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.harness.workload import Workload
-from adaln_bench.kernels.registry import Implementation
+from adaln_bench.ops.candidates import Implementation
+from fixture_candidates import projection_subject
 
 
 def test_one_size_per_octave_in_shuffled_order_and_enough_comparisons():
@@ -43,7 +44,8 @@ def _fixed_probe_batch_sizes(plan: P.ProbePlan) -> set[int]:
 def _workload(fn) -> Workload:
     shape = PRESETS["tiny"]
     impl = Implementation(source="fixture", has_backward=True, forward=fn)
-    return Workload(impl, make_params(shape, torch.device("cpu")), shape, torch.device("cpu"))
+    return Workload(projection_subject(impl, shape), make_params(shape, torch.device("cpu")).as_inputs(), shape,
+                    torch.device("cpu"))
 
 
 def test_random_probe_catches_rows_that_differ_only_at_unprobed_sizes():

@@ -10,6 +10,7 @@ from adaln_bench.harness.repeat import (
     merge_candidate,
     merge_device_times,
 )
+from adaln_bench.harness.protocol import OpWork
 from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
 from adaln_bench.modes.registry import all_modes
 from adaln_bench.shape import Shape
@@ -144,14 +145,15 @@ class FakeRunner:
         self.log.append(("start", rep))
         for job in jobs:
             name = job.mode.name
-            self.log.append((rep, name, tuple(job.candidates), self.options.probes, self.options.accuracy))
+            self.log.append((rep, name, tuple(c for w in job.work for c in w.candidates), self.options.probes,
+                             self.options.accuracy))
             if name in self.unavailable:
-                on_done(name, ModeOutcome(ModeRun(status="unavailable", reason="x"), None, {
-                    f"diffusers[{name}]": CandidateUnavailable(unavailable="x", status="unavailable")}))
+                on_done(name, ModeOutcome(ModeRun(status="unavailable", reason="x"), None, {OP: {
+                    f"diffusers[{name}]": CandidateUnavailable(unavailable="x", status="unavailable")}}))
                 continue
             base = 100.0 * rep
-            on_done(name, ModeOutcome(ModeRun(status="ok"), None, {
-                f"diffusers[{name}]": _result({"1": _dt([base, base + 1, base + 2, base + 3, base + 4])})}))
+            on_done(name, ModeOutcome(ModeRun(status="ok"), None, {OP: {
+                f"diffusers[{name}]": _result({"1": _dt([base, base + 1, base + 2, base + 3, base + 4])})}}))
             if self.interrupt_after == (rep, name):
                 raise KeyboardInterrupt
 
@@ -162,9 +164,16 @@ def _runner_factory(log, **kwargs):
     return make
 
 
+OP = "adaln_projection"
+
+
+def _work(*candidates):
+    return (OpWork(op=OP, candidates=list(candidates)),)
+
+
 def _jobs(*names):
     modes = all_modes()
-    return [ModeJob(modes[n], ["diffusers"]) for n in names]
+    return [ModeJob(modes[n], _work("diffusers")) for n in names]
 
 
 def test_repeated_run_interleaves_modes_and_pools_three_processes():
@@ -176,7 +185,7 @@ def test_repeated_run_interleaves_modes_and_pools_three_processes():
     # Repetition 1 runs everything; the others are latency-only.
     assert [(probes, acc) for *_, probes, acc in children] == [(True, True)] * 2 + [(False, False)] * 4
     assert finished == ["plain", "cublaslt_ws1"]  # the progress display hears of repetition 1 as before
-    dt = outcomes["plain"].candidates["diffusers[plain]"].accuracy_latency["1"].device_time
+    dt = outcomes["plain"].results[OP]["diffusers[plain]"].accuracy_latency["1"].device_time
     assert dt.processes == 3
     assert dt.fwd_process_medians == [102.0, 202.0, 302.0]
     assert dt.fwd_us == 202.0
@@ -197,8 +206,8 @@ def test_an_interrupt_during_the_repeats_keeps_what_finished():
     with pytest.raises(KeyboardInterrupt):
         run.run(_jobs("plain", "cublaslt_ws1"), lambda *a: None)
     outcomes = run.outcomes
-    plain = outcomes["plain"].candidates["diffusers[plain]"]
-    other = outcomes["cublaslt_ws1"].candidates["diffusers[cublaslt_ws1]"]
+    plain = outcomes["plain"].results[OP]["diffusers[plain]"]
+    other = outcomes["cublaslt_ws1"].results[OP]["diffusers[cublaslt_ws1]"]
     assert plain.accuracy_latency["1"].device_time.processes == 2
     assert other.accuracy_latency["1"].device_time.processes == 1
     assert "repetition 2: no entry" in other.details["latency_repeats"]
@@ -213,11 +222,11 @@ def test_a_real_repeat_starts_a_latency_only_child(tmp_path):
     run = RepeatedRun(OPTIONS, 2, lambda opts: ModeRunner(opts, [None], lambda *a: None),
                       on_repeat=lambda rep, name, outcome: repeats.append((rep, name, outcome)))
     outcomes = run.run(_jobs("plain"), lambda *a: None)
-    first = outcomes["plain"].candidates["diffusers[plain]"]
+    first = outcomes["plain"].results[OP]["diffusers[plain]"]
     assert first.batch_invariance is not None and first.accuracy_latency["1"].fwd_rel_err is not None
     [(rep, name, outcome)] = repeats
     assert (rep, name, outcome.run.status) == (2, "plain", "ok")
-    again = outcome.candidates["diffusers[plain]"]
+    again = outcome.results[OP]["diffusers[plain]"]
     assert again.batch_invariance is None
     assert again.accuracy_latency["1"].fwd_rel_err is None and again.accuracy_latency["1"].fwd_us > 0
 
@@ -226,12 +235,12 @@ def test_a_repetition_keeps_the_modes_interpreter_and_drops_candidates_without_a
     from adaln_bench.harness.repeat import repeat_jobs
 
     modes = all_modes()
-    jobs = [ModeJob(modes["vllm"], ["diffusers", "bundled"], "/envs/vllm/bin/python"),
-            ModeJob(modes["plain"], ["diffusers"])]
+    jobs = [ModeJob(modes["vllm"], _work("diffusers", "bundled"), "/envs/vllm/bin/python"),
+            ModeJob(modes["plain"], _work("diffusers"))]
     first = {
-        "vllm": ModeOutcome(run=ModeRun(status="ok"), child=None, candidates={
+        "vllm": ModeOutcome(run=ModeRun(status="ok"), child=None, results={OP: {
             "diffusers[vllm]": CandidateResult(source="x", has_backward=True),
-            "bundled": CandidateUnavailable(unavailable="no CUDA device", status="unavailable")}),
-        "plain": ModeOutcome(run=ModeRun(status="crashed"), child=None, candidates={}),
+            "bundled": CandidateUnavailable(unavailable="no CUDA device", status="unavailable")}}),
+        "plain": ModeOutcome(run=ModeRun(status="crashed"), child=None, results={}),
     }
-    assert repeat_jobs(jobs, first) == [ModeJob(modes["vllm"], ["diffusers"], "/envs/vllm/bin/python")]
+    assert repeat_jobs(jobs, first) == [ModeJob(modes["vllm"], _work("diffusers"), "/envs/vllm/bin/python")]

@@ -90,7 +90,8 @@ def test_interrupt_keeps_finished_modes_and_marks_incomplete(tmp_path):
 
 
 def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.protocol import OpWork
+from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
     from adaln_bench.harness.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
@@ -101,8 +102,8 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
     options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200)
     outcomes = {}
     with ModeRunner(options, [0, 1], lambda mode, event: None) as runner:
-        runner.run_all([ModeJob(modes["plain"], ["fixture_candidates:barrier"]),
-                        ModeJob(modes["cublaslt_ws1"], ["fixture_candidates:barrier"])],
+        work = (OpWork(op="adaln_projection", candidates=["fixture_candidates:barrier"]),)
+        runner.run_all([ModeJob(modes["plain"], work), ModeJob(modes["cublaslt_ws1"], work)],
                        lambda name, outcome: outcomes.__setitem__(name, outcome))
     assert not runner.workdir.exists()  # the children's scratch files are gone once the runner closes
     assert {n: o.run.status for n, o in outcomes.items()} == {"plain": "ok", "cublaslt_ws1": "ok"}

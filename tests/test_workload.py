@@ -3,11 +3,12 @@ import torch
 import torch.nn.functional as F
 
 from adaln_bench.harness.accuracy import measure_accuracy, rel_err
-from adaln_bench.harness.inputs import make_params, make_temb, make_upstream
+from adaln_bench.ops.adaln_projection.inputs import make_params, make_temb, make_upstream
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.harness.workload import Workload
-from adaln_bench.kernels.diffusers_baseline import replay
-from adaln_bench.kernels.registry import Implementation
+from adaln_bench.ops.adaln_projection import replay
+from adaln_bench.ops.candidates import Implementation
+from fixture_candidates import projection_subject
 
 CPU = torch.device("cpu")
 SHAPE = PRESETS["tiny"]
@@ -29,21 +30,21 @@ def test_inputs_follow_the_seeding_contract():
 
 def test_a_run_uses_the_matching_rows_of_the_full_batch_upstream():
     params = make_params(SHAPE, CPU)
-    run = Workload(_impl(), params, SHAPE, CPU)
+    run = Workload(projection_subject(_impl(), SHAPE), params.as_inputs(), SHAPE, CPU)
     got = run(4, 10, [7, 2])
     temb = make_temb(10, SHAPE, 4, CPU)[[7, 2]].requires_grad_()
     w = params.weight.detach().requires_grad_()
     b = params.bias.detach().requires_grad_()
     out = replay(temb, w, b)
     out.backward(make_upstream((10, SHAPE.out_features), torch.bfloat16, 4, CPU)[[7, 2]])
-    assert torch.equal(got.out, out.detach())
-    assert torch.equal(got.d_temb, temb.grad)
-    assert torch.equal(got.d_weight, w.grad) and torch.equal(got.d_bias, b.grad)
+    assert torch.equal(got.outs[0], out.detach())
+    assert torch.equal(got.row_grads[0], temb.grad)
+    assert torch.equal(got.param_grads[0], w.grad) and torch.equal(got.param_grads[1], b.grad)
 
 
 def test_accuracy_of_the_bf16_path_and_of_an_fp64_candidate():
     params = make_params(SHAPE, CPU)
-    fwd, grads = measure_accuracy(_impl(), params, SHAPE, CPU, tokens=1)
+    fwd, grads = measure_accuracy(projection_subject(_impl(), SHAPE), params.as_inputs(), SHAPE, CPU, tokens=1)
     assert 1e-4 < fwd < 1e-2
     # At T = 1, db is the upstream gradient itself: exact (the reference report shows 0.0 too).
     assert grads.b == 0.0
@@ -52,7 +53,8 @@ def test_accuracy_of_the_bf16_path_and_of_an_fp64_candidate():
     def fp64(temb, w, b):
         return F.linear(F.silu(temb.double()), w.double(), b.double())
 
-    fwd64, grads64 = measure_accuracy(_impl(fp64), params, SHAPE, CPU, tokens=3)
+    fwd64, grads64 = measure_accuracy(projection_subject(_impl(fp64), SHAPE), params.as_inputs(), SHAPE, CPU,
+                                      tokens=3)
     # Its d_temb lands in temb's float32: only that one rounding remains.
     assert fwd64 < 1e-12 and grads64.temb < 1e-6
 

@@ -1,9 +1,9 @@
 """`adaln-bench kernel-bench`: the bundled kernel's code paths against the plain cuBLAS path, in device time.
 
-In each of --processes fresh processes (adaln_bench/kernels/bench/child.py) every subject is timed at every
+In each of --processes fresh processes (adaln_bench/kernel_bench/child.py) every subject is timed at every
 T, forward and forward + backward, by CUDA-graph replay; the table gives the median over processes, the
-ratio to cuBLAS, TB/s, TFLOP/s and the fraction of the floor (kernels/bench/floors.py). The first process
-also checks bits (kernels/bench/bits.py) and accuracy. Writes kernel_bench.<commit>.json and .md into --out.
+ratio to cuBLAS, TB/s, TFLOP/s and the fraction of the floor (kernel_bench/floors.py). The first process
+also checks bits (kernel_bench/bits.py) and accuracy. Writes kernel_bench.<commit>.json and .md into --out.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _sizes(text: str, what: str) -> list[int]:
 def _run_process(config_path: Path, index: int, out: Path, timeout_s: float) -> tuple[Optional[dict], str]:
     result_path = out / f".kernel_bench.proc{index}.json"
     log_path = out / f"kernel_bench.proc{index}.log"
-    cmd = [sys.executable, "-m", "adaln_bench.kernels.bench.child", str(config_path), str(result_path)]
+    cmd = [sys.executable, "-m", "adaln_bench.kernel_bench.child", str(config_path), str(result_path)]
     with open(log_path, "w") as log:
         try:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
@@ -69,8 +69,8 @@ def kernel_bench_command(
     """
     from adaln_bench.harness.environment import tool_git_state
     from adaln_bench.harness.shapes import PRESETS
-    from adaln_bench.kernels.bench.subjects import SpecError, parse_library
-    from adaln_bench.kernels.bench.table import combine, document_markdown, not_invariant
+    from adaln_bench.kernel_bench.subjects import SpecError, parse_library
+    from adaln_bench.kernel_bench.table import combine, document_markdown, not_invariant
     from adaln_bench.reports.io import write_text_atomic
 
     size_list = _sizes(sizes, "--sizes")

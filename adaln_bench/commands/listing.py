@@ -39,7 +39,7 @@ def modes_command(
                                megatron_src=str(megatron_src) if megatron_src else None, check_only=True)
         with ModeRunner(options, [None], lambda mode, event: None) as runner:
             interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
-            runner.run_all([ModeJob(m, [], interpreters.get(m.name)) for m in modes],
+            runner.run_all([ModeJob(m, (), interpreters.get(m.name)) for m in modes],
                            lambda name, outcome: runs.__setitem__(name, outcome.run))
     rows = []
     for m in modes:
@@ -73,28 +73,30 @@ def modes_command(
 
 
 def candidates_command(
+    op: List[str] = typer.Option([], "--op", help="Only this operator's candidates (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
-    """Every registered candidate, whether it can run here, and why not."""
-    from adaln_bench.kernels.registry import all_candidates
+    """Every registered candidate of every operator, whether it can run here, and why not."""
+    from adaln_bench.reports.listing import candidate_rows, candidates_table
 
-    rows = []
-    for c in all_candidates().values():
-        reason = c.availability()
-        rows.append({"candidate": c.name, "description": c.description,
-                     "default_modes": "every mode" if c.default_modes is None else list(c.default_modes),
-                     "available": reason is None, "reason": reason})
+    rows = candidate_rows(op)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table(title="candidates (also: any module:function)")
-    for col in ("candidate", "default modes", "available", "description / reason"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        modes = r["default_modes"] if isinstance(r["default_modes"], str) else ", ".join(r["default_modes"])
-        avail = "[green]yes[/green]" if r["available"] else "[red]no[/red]"
-        table.add_row(escape(r["candidate"]), escape(modes), avail, escape(r["reason"] or r["description"]))
-    wide_console().print(table)
+    wide_console().print(candidates_table(rows))
+
+
+def ops_command(
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Every operator: its tensors, sizes, candidates and modes."""
+    from adaln_bench.reports.listing import ops_rows, ops_table
+
+    rows = ops_rows()
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    wide_console().print(ops_table(rows))
 
 
 def env_command(

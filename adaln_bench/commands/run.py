@@ -159,7 +159,9 @@ def run_command(
     run_device = resolve_device(device)
     slots = _parse_gpus(gpus, run_device)
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
-    ops = choose_operators(op, _projection_only_option(preset, dim, hidden, modalities), candidate)
+    only = _projection_only_option(preset, dim, hidden, modalities) or (
+        f"--out {out}" if out is not None and out.suffix == ".json" and not op else None)
+    ops = choose_operators(op, only, candidate)
     check_candidates(ops, candidate)
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
     _check_environments(modes)

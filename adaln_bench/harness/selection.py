@@ -22,7 +22,8 @@ PROJECTION = "adaln_projection"
 def choose_operators(names: Sequence[str], projection_only: Optional[str], candidate_names: Sequence[str]
                      ) -> list[Operator]:
     """`--op` names (or `all`); without them every operator, or the projection when an option only it has
-    (`projection_only` names it) was given, or the operators that have every named candidate."""
+    (`projection_only` names it: its sizes, the flux preset, or an `--out` that names one report file) was
+    given, or the operators that have every named candidate."""
     known = all_operators()
     if names:
         if "all" in names:
@@ -41,6 +42,11 @@ def choose_operators(names: Sequence[str], projection_only: Optional[str], candi
         plugins_only = all(":" in c for c in candidate_names)
         if plugins_only:  # a module:function names no operator: the projection's, as before operators existed
             return [known[PROJECTION]]
+        everywhere = {c for op in known.values() for c in registry.candidates_of(op.name)}
+        unknown = [c for c in candidate_names if ":" not in c and c not in everywhere]
+        if unknown:
+            raise UserError(f"unknown candidate {unknown[0]!r}; known: {', '.join(sorted(everywhere))}, or "
+                            "module:function")
         if not having:
             raise UserError(f"no operator has every candidate of {', '.join(candidate_names)}; "
                             "name one with --op (adaln-bench ops lists them)")

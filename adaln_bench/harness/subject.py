@@ -34,6 +34,14 @@ class Subject:
         return cls(op, impl, inputs, grads, candidate.reference or op.reference_for(sizes), op.stock_for(sizes),
                    sizes)
 
+    @classmethod
+    def for_forward(cls, op: Operator, impl: Implementation, sizes: Shape) -> "Subject":
+        """A forward function of the whole operator (the kernel tools' libraries), with the operator's inputs,
+        gradients and formula."""
+        grads = op.grads if impl.has_backward else ()
+        return cls(op, impl, tuple(t.name for t in op.tensors), grads, op.reference_for(sizes), op.stock_for(sizes),
+                   sizes)
+
     def as_stock(self) -> "Subject":
         """The operator's stock path as a subject of its own: every input, every gradient."""
         return Subject(self.op, self.impl, tuple(t.name for t in self.op.tensors), self.op.grads,

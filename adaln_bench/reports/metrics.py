@@ -150,9 +150,12 @@ def grads_in(points: Iterable[Optional[AccuracyLatency]]) -> list[str]:
 
 
 def metrics_for(points: Iterable[Optional[AccuracyLatency]]) -> tuple[PointMetric, ...]:
-    """The point metrics of what these points hold (the projection's order when they hold its gradients)."""
+    """The point metrics of what these points hold: POINT_METRICS with the gradients these points hold errors
+    for in place of the projection's (the same three, in order, for the projection)."""
     grads = grads_in(points)
-    return point_metrics(grads) if grads else (FWD_ERR, *TIMINGS)
+    others = [m for m in POINT_METRICS if not m.name.startswith(GRAD_PREFIX)]
+    drawn = set(grads[:2])
+    return (*others[:1], *(grad_metric(g, g in drawn) for g in grads), *others[1:])
 
 
 def point_metric(name: str) -> Optional[PointMetric]:

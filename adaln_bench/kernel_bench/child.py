@@ -1,6 +1,6 @@
 """One process of `kernel-bench`: every subject at every T, forward and forward + backward, in device time.
 
-Run as ``python -m adaln_bench.kernels.bench.child CONFIG.json OUT.json`` by the command (one process per
+Run as ``python -m adaln_bench.kernel_bench.child CONFIG.json OUT.json`` by the command (one process per
 repetition, so that each figure is a median over processes). At each T the subjects' graphs are replayed in
 turn (`device_time.measure_interleaved`): the H200's SM clock drops by up to 25 % under sustained bf16 load,
 and subjects timed one after another would each meet a different clock. Forward + backward is the harness's
@@ -19,11 +19,14 @@ import torch
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness.device_time import DeviceTiming, StopRule, measure_interleaved
-from adaln_bench.harness.inputs import Params, make_params, make_temb, make_upstream
+from adaln_bench.ops.adaln_projection.inputs import Params, make_params, make_temb, make_upstream
 from adaln_bench.harness.measure import training_step
+from adaln_bench.harness.subject import Subject as HarnessSubject
+from adaln_bench.ops.adaln_projection import OPERATOR
+from adaln_bench.ops.candidates import Implementation
 from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.kernels.bench import bits
-from adaln_bench.kernels.bench.subjects import Subject, cublas_subject, library_subject, parse_library
+from adaln_bench.kernel_bench import bits
+from adaln_bench.kernel_bench.subjects import Subject, cublas_subject, library_subject, parse_library
 from adaln_bench.reports.stats import median
 from adaln_bench.shape import Shape
 
@@ -55,7 +58,9 @@ def forward_and_step(subject: Subject, params: Params, shape: Shape, tokens: int
         with torch.no_grad():
             subject.forward(temb, params.weight, params.bias)
 
-    return forward, training_step(subject.forward, temb, params, ones)
+    harness = HarnessSubject.for_forward(OPERATOR, Implementation(source=subject.name, has_backward=True,
+                                                                  forward=subject.forward), shape)
+    return forward, training_step(harness.forward, harness, {"temb": temb, **params.as_inputs()}, [ones])
 
 
 def _stream(device: torch.device) -> Optional[int]:

@@ -65,7 +65,7 @@ class Subject:
 
 
 def cublas_subject() -> Subject:
-    from adaln_bench.kernels.diffusers_baseline import replay
+    from adaln_bench.ops.adaln_projection import replay
 
     return Subject(CUBLAS, replay, None, {"kind": "cublas", "what": "F.linear(F.silu(temb).to(bf16), W, b) + autograd"})
 

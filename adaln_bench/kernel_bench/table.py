@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from adaln_bench.kernels.bench.floors import Ceilings, forward_backward_work, forward_work, rates
-from adaln_bench.kernels.bench.subjects import CUBLAS
+from adaln_bench.kernel_bench.floors import Ceilings, forward_backward_work, forward_work, rates
+from adaln_bench.kernel_bench.subjects import CUBLAS
 from adaln_bench.reports.stats import median
 from adaln_bench.shape import Shape
 

@@ -15,8 +15,10 @@ import torch
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness.accuracy import measure_accuracy
-from adaln_bench.harness.inputs import Params, make_temb, make_upstream
-from adaln_bench.kernels.registry import Implementation
+from adaln_bench.ops.adaln_projection.inputs import Params, make_temb, make_upstream
+from adaln_bench.harness.subject import Subject as HarnessSubject
+from adaln_bench.ops.adaln_projection import OPERATOR
+from adaln_bench.ops.candidates import Implementation
 from adaln_bench.shape import Shape
 
 FULL_ROWS = 2048
@@ -93,11 +95,14 @@ def accuracy(subjects: list, params: Params, shape: Shape, device: torch.device,
     """Relative errors against FP64 (the harness's measure): forward, d_temb, dW, db, per subject and T."""
     out: dict = {}
     for s in subjects:
-        impl = Implementation(source=s.name, has_backward=True, forward=s.forward)
+        subject = HarnessSubject.for_forward(OPERATOR, Implementation(source=s.name, has_backward=True,
+                                                                      forward=s.forward), shape)
         for t in sizes:
             try:
-                fwd, grads = measure_accuracy(impl, params, shape, device, t)
-                out.setdefault(s.name, {})[str(t)] = {"fwd": fwd, "d_temb": grads.temb, "dW": grads.w, "db": grads.b}
+                fwd, grads = measure_accuracy(subject, params.as_inputs(), shape, device, t)
+                errors = grads.errors()
+                out.setdefault(s.name, {})[str(t)] = {"fwd": fwd, "d_temb": errors["temb"], "dW": errors["w"],
+                                                      "db": errors["b"]}
             except Exception as exc:  # noqa: BLE001 - recorded; the other subjects are still measured
                 out.setdefault(s.name, {})[str(t)] = {"error": f"{type(exc).__name__}: {exc}"}
     return out
