@@ -23,8 +23,8 @@ batch. Every table / parameter gradient (d_table, dw, dsh, dsc, d_gate, dnw, fin
 sum in an order fixed by the data and S only (8·C lanes of consecutive tokens summed in ascending order, the
 8 lanes of a chunk folded in lane order, the C chunks in chunk order, C = min(CMAX, ceil(S/512))), rounded
 to bf16 once; no atomics anywhere, so it repeats bit for bit run to run and on GPUs of any SM count.
-Workspace (fp32 chunk partials, torch.empty on the current stream): at H = 5376 at most 3.1 MB
-(norm_modulate), 1.5 MB (gate_residual), 4.6 MB (row_gather), 1.0 MB (final_adaln_out), whatever S is.
+Workspace (fp32 chunk partials, torch.empty on the current stream): at H = 5376 at most 2.3 MB
+(norm_modulate), 1.2 MB (gate_residual), 2.3 MB (row_gather), 1.0 MB (final_adaln_out), whatever S is.
 
 Requirements (ValueError before any C call): bf16 / int64 / f32 dtypes as above, the shapes above, H a
 positive multiple of 8 (16-byte vector loads), at most 65536; all inputs on one CUDA device, contiguous,

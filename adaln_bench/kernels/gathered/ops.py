@@ -169,7 +169,6 @@ class _NormModulate(torch.autograd.Function):
                      idx.data_ptr(), ne, y.data_ptr(), rstd.data_ptr(), s, h, EPS, dev.index, _stream(dev))
         ctx.save_for_backward(x, w, sc, idx, rstd)
         ctx.ne = ne
-        ctx.mark_non_differentiable(rstd)
         return y
 
     @staticmethod
