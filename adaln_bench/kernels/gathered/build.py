@@ -160,6 +160,8 @@ class Library:
         L.gat_chunking.restype = None
         L.gat_row_threads.argtypes = [_i64]
         L.gat_row_threads.restype = ctypes.c_int
+        L.gat_set_column_variant.argtypes = [ctypes.c_int]
+        L.gat_set_column_variant.restype = ctypes.c_int
         for name, args in _SIGNATURES.items():
             fn = getattr(L, name)
             fn.argtypes = [*args, *_ERR]
@@ -177,6 +179,14 @@ class Library:
         c, l = _i64(), _i64()
         self._lib.gat_chunking(op, s, ne, ctypes.byref(c), ctypes.byref(l))
         return c.value, l.value
+
+    def set_column_variant(self, v: int) -> int:
+        """1: column kernels with rows in registers (v1); 2: cp.async ring (v2, the default). Same bits either way.
+        Process-wide; returns the previous variant."""
+        old = int(self._lib.gat_set_column_variant(v))
+        if old < 0:
+            raise ValueError(f"column variant must be 1 or 2, got {v}")
+        return old
 
     def status_name(self, rc: int) -> str:
         return self._lib.gat_status_name(rc).decode()

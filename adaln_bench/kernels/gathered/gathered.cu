@@ -402,6 +402,232 @@ __global__ void __launch_bounds__(256) gate_bwd_col_kernel(const bf16* __restric
   if (want_dgate) fold_lanes<NE, NQ, CPT>(acc, buf, ws, H, col_base);
 }
 
+// ---- v2 column kernels: the same sums in the same order, with the rows staged through a cp.async ring in shared
+// memory (kStages rows of each lane in flight, no registers held for them) instead of kUnroll rows in registers.
+// Each thread copies and later reads only its own bytes, so a wait_group is the only synchronisation. The row's
+// table index (and rstd) come 32 rows at a time, one per thread, and are broadcast with shuffles.
+constexpr int kStages = 8;  // power of two
+
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_wait_ring() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
+}
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+template <int NE>
+__global__ void __launch_bounds__(256) gather_bwd_col_v2(const bf16* d0, const bf16* d1, const bf16* d2,
+                                                         const bf16* d3, const bf16* d4, const bf16* d5,
+                                                         const int64_t* __restrict__ ti,
+                                                         const int64_t* __restrict__ tags, int64_t S, int H,
+                                                         int64_t L, float* ws) {
+  constexpr int CPT = 8, NQ = 1;
+  __shared__ float buf[kLanes * NQ * 32 * CPT];
+  __shared__ __align__(16) uint4 ring[kLanes][kStages][32];
+  const int lane = threadIdx.x >> 5, t = threadIdx.x & 31;
+  const int64_t ncols = 6LL * H;
+  const int64_t col_base = (int64_t)blockIdx.x * 32 * CPT;
+  const int64_t col = col_base + t * CPT;
+  const bool colok = col < ncols;
+  const int j = colok ? (int)(col / H) : 0;
+  const int64_t cin = col - (int64_t)j * H;
+  const bf16* dj = j == 0 ? d0 : j == 1 ? d1 : j == 2 ? d2 : j == 3 ? d3 : j == 4 ? d4 : d5;
+  const bool active = colok && dj != nullptr;
+  float acc[NE][NQ][CPT];
+#pragma unroll
+  for (int e = 0; e < NE; ++e)
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) acc[e][0][c] = 0.f;
+  const int64_t g = (int64_t)blockIdx.y * kLanes + lane;
+  const int64_t r0 = g * L;
+  const int64_t r1 = r0 + L < S ? r0 + L : S;
+#pragma unroll
+  for (int st = 0; st < kStages; ++st) {
+    if (active && r0 + st < r1) cp_async16(&ring[lane][st][t], dj + (r0 + st) * H + cin);
+    cp_commit();
+  }
+  int stage = 0;
+  for (int64_t base = r0; base < r1; base += 32) {
+    int kv = -1;
+    if (base + t < r1) {
+      const int64_t a = ti[base + t], b = tags[base + t];
+      if (a >= 0 && a < 3 && b >= 0 && b < 3) kv = (int)(a * 3 + b);
+    }
+    const int nrow = (int)(r1 - base < 32 ? r1 - base : 32);
+    for (int u = 0; u < nrow; ++u) {
+      const int k = __shfl_sync(0xffffffffu, kv, u);
+      cp_wait_ring();
+      if (active) {
+        float f[CPT];
+        unpack<8>(ring[lane][stage][t], f);
+#define ACC_BODY(E, c) acc[E][0][c] += f[c];
+        GAT_ACC_SWITCH(k)
+#undef ACC_BODY
+        const int64_t nx = base + u + kStages;
+        if (nx < r1) cp_async16(&ring[lane][stage][t], dj + nx * H + cin);
+      }
+      cp_commit();
+      stage = (stage + 1) & (kStages - 1);
+    }
+  }
+  cp_wait_all();
+  fold_lanes<NE, NQ, CPT>(acc, buf, ws, ncols, col_base);
+}
+
+template <int NE>
+__global__ void __launch_bounds__(256) norm_bwd_col_v2(const bf16* __restrict__ dy, const bf16* __restrict__ x,
+                                                       const float* __restrict__ rstd,
+                                                       const int64_t* __restrict__ idx, int ne, int64_t S, int H,
+                                                       int64_t L, float* ws) {
+  constexpr int CPT = 4, NQ = 2;
+  __shared__ float buf[kLanes * NQ * 32 * CPT];
+  __shared__ __align__(16) uint2 ring[kLanes][kStages][2][32];
+  const int lane = threadIdx.x >> 5, t = threadIdx.x & 31;
+  const int64_t col_base = (int64_t)blockIdx.x * 32 * CPT;
+  const int64_t col = col_base + t * CPT;
+  const bool colok = col < H;
+  float acc[NE][NQ][CPT];
+#pragma unroll
+  for (int e = 0; e < NE; ++e)
+#pragma unroll
+    for (int q = 0; q < NQ; ++q)
+#pragma unroll
+      for (int c = 0; c < CPT; ++c) acc[e][q][c] = 0.f;
+  const int64_t g = (int64_t)blockIdx.y * kLanes + lane;
+  const int64_t r0 = g * L;
+  const int64_t r1 = r0 + L < S ? r0 + L : S;
+#pragma unroll
+  for (int st = 0; st < kStages; ++st) {
+    if (colok && r0 + st < r1) {
+      cp_async8(&ring[lane][st][0][t], x + (r0 + st) * H + col);
+      cp_async8(&ring[lane][st][1][t], dy + (r0 + st) * H + col);
+    }
+    cp_commit();
+  }
+  int stage = 0;
+  for (int64_t base = r0; base < r1; base += 32) {
+    int kv = -1;
+    float rv = 0.f;
+    if (base + t < r1) {
+      const int64_t kk = idx[base + t];
+      if (kk >= 0 && kk < ne) kv = (int)kk;
+      rv = rstd[base + t];
+    }
+    const int nrow = (int)(r1 - base < 32 ? r1 - base : 32);
+    for (int u = 0; u < nrow; ++u) {
+      const int k = __shfl_sync(0xffffffffu, kv, u);
+      const float rs = __shfl_sync(0xffffffffu, rv, u);
+      cp_wait_ring();
+      if (colok) {
+        float xf[CPT], df[CPT], p[CPT];
+        unpack<4>(ring[lane][stage][0][t], xf);
+        unpack<4>(ring[lane][stage][1][t], df);
+#pragma unroll
+        for (int c = 0; c < CPT; ++c) p[c] = df[c] * (xf[c] * rs);
+#define ACC_BODY(E, c)  \
+  acc[E][0][c] += p[c]; \
+  acc[E][1][c] += df[c];
+        GAT_ACC_SWITCH(k)
+#undef ACC_BODY
+        const int64_t nx = base + u + kStages;
+        if (nx < r1) {
+          cp_async8(&ring[lane][stage][0][t], x + nx * H + col);
+          cp_async8(&ring[lane][stage][1][t], dy + nx * H + col);
+        }
+      }
+      cp_commit();
+      stage = (stage + 1) & (kStages - 1);
+    }
+  }
+  cp_wait_all();
+  fold_lanes<NE, NQ, CPT>(acc, buf, ws, H, col_base);
+}
+
+template <int NE>
+__global__ void __launch_bounds__(256) gate_bwd_col_v2(const bf16* __restrict__ dout, const bf16* __restrict__ y,
+                                                       const bf16* __restrict__ gate,
+                                                       const int64_t* __restrict__ idx, int64_t S, int H, int64_t L,
+                                                       bf16* dyout, bool want_dgate, float* ws) {
+  constexpr int CPT = 4, NQ = 1;
+  __shared__ float buf[kLanes * NQ * 32 * CPT];
+  __shared__ __align__(16) uint2 ring[kLanes][kStages][2][32];
+  const int lane = threadIdx.x >> 5, t = threadIdx.x & 31;
+  const int64_t col_base = (int64_t)blockIdx.x * 32 * CPT;
+  const int64_t col = col_base + t * CPT;
+  const bool colok = col < H;
+  float acc[NE][NQ][CPT];
+#pragma unroll
+  for (int e = 0; e < NE; ++e)
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) acc[e][0][c] = 0.f;
+  const int64_t g = (int64_t)blockIdx.y * kLanes + lane;
+  const int64_t r0 = g * L;
+  const int64_t r1 = r0 + L < S ? r0 + L : S;
+#pragma unroll
+  for (int s0 = 0; s0 < kStages; ++s0) {
+    if (colok && r0 + s0 < r1) {
+      cp_async8(&ring[lane][s0][0][t], dout + (r0 + s0) * H + col);
+      if (want_dgate) cp_async8(&ring[lane][s0][1][t], y + (r0 + s0) * H + col);
+    }
+    cp_commit();
+  }
+  int stage = 0;
+  for (int64_t base = r0; base < r1; base += 32) {
+    int kv = -1;
+    if (base + t < r1) {
+      const int64_t kk = idx[base + t];
+      if (kk >= 0 && kk < NE) kv = (int)kk;
+    }
+    const int nrow = (int)(r1 - base < 32 ? r1 - base : 32);
+    for (int u = 0; u < nrow; ++u) {
+      const int k = __shfl_sync(0xffffffffu, kv, u);
+      const int64_t ii = base + u;
+      cp_wait_ring();
+      if (colok) {
+        float of[CPT];
+        unpack<4>(ring[lane][stage][0][t], of);
+        if (dyout) {
+          float gf[CPT], r[CPT];
+          if (k >= 0) {
+            unpack<4>(ldg<4>(gate + (int64_t)k * H + col), gf);
+#pragma unroll
+            for (int c = 0; c < CPT; ++c) r[c] = of[c] * gf[c];
+          } else {
+#pragma unroll
+            for (int c = 0; c < CPT; ++c) r[c] = kNaN;
+          }
+          st<4>(dyout + ii * H + col, pack<4>(r));
+        }
+        if (want_dgate) {
+          float yf[CPT], p[CPT];
+          unpack<4>(ring[lane][stage][1][t], yf);
+#pragma unroll
+          for (int c = 0; c < CPT; ++c) p[c] = of[c] * yf[c];
+#define ACC_BODY(E, c) acc[E][0][c] += p[c];
+          GAT_ACC_SWITCH(k)
+#undef ACC_BODY
+        }
+        const int64_t nx = ii + kStages;
+        if (nx < r1) {
+          cp_async8(&ring[lane][stage][0][t], dout + nx * H + col);
+          if (want_dgate) cp_async8(&ring[lane][stage][1][t], y + nx * H + col);
+        }
+      }
+      cp_commit();
+      stage = (stage + 1) & (kStages - 1);
+    }
+  }
+  cp_wait_all();
+  if (want_dgate) fold_lanes<NE, NQ, CPT>(acc, buf, ws, H, col_base);
+}
+
 // Fold the C chunk partials in chunk order and round once: out[e][col] = bf16(sum_c ws[c][e][0][col]).
 __global__ void fold_plain_kernel(const float* __restrict__ ws, int64_t chunks, int ne, int64_t ncols, bf16* out) {
   const int64_t m = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -670,6 +896,10 @@ int check_sizes(int64_t S, int64_t H, Err err, int len) {
 
 int cmax_norm(int ne) { return ne == 3 ? kCmaxNorm3 : kCmaxNorm9; }
 
+// Column-kernel variant: 2 (default) = cp.async ring (v2), 1 = rows in registers (v1). Same sums, same order, same
+// bits; kept so the bench can time both. Set by gat_set_column_variant (process-wide).
+int g_column_variant = 2;
+
 size_t ws_bytes(int op, int64_t S, int64_t H, int ne) {
   if (S < 1) return 0;
   switch (op) {
@@ -705,6 +935,14 @@ GAT_API void gat_chunking(int op, int64_t S, int ne, int64_t* chunks, int64_t* l
   *lane_len = lane_rows(S, *chunks);
 }
 GAT_API int gat_row_threads(int64_t H) { return row_shape(H).threads; }
+// 1: column kernels with rows in registers (v1); 2: cp.async ring (v2, default). Returns the previous value;
+// anything else is refused (returns -1, nothing changed). Results are bitwise the same for both.
+GAT_API int gat_set_column_variant(int v) {
+  if (v != 1 && v != 2) return -1;
+  const int old = g_column_variant;
+  g_column_variant = v;
+  return old;
+}
 
 GAT_API int gat_row_gather_fwd(const void* table, const int64_t* ti, const int64_t* tags, void* o0, void* o1,
                                void* o2, void* o3, void* o4, void* o5, int64_t S, int64_t H, int device,
@@ -739,9 +977,13 @@ GAT_API int gat_row_gather_bwd(const void* d0, const void* d1, const void* d2, c
   const int64_t C = chunks_for(S, kCmaxGather), L = lane_rows(S, C);
   const int64_t ncols = 6 * H;
   dim3 grid((unsigned)((ncols + 255) / 256), (unsigned)C);
-  gather_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)d0, (const bf16*)d1, (const bf16*)d2,
-                                                 (const bf16*)d3, (const bf16*)d4, (const bf16*)d5, ti, tags, S,
-                                                 (int)H, L, (float*)ws);
+  if (g_column_variant == 1)
+    gather_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)d0, (const bf16*)d1, (const bf16*)d2,
+                                                   (const bf16*)d3, (const bf16*)d4, (const bf16*)d5, ti, tags, S,
+                                                   (int)H, L, (float*)ws);
+  else
+    gather_bwd_col_v2<9><<<grid, 256, 0, st>>>((const bf16*)d0, (const bf16*)d1, (const bf16*)d2, (const bf16*)d3,
+                                               (const bf16*)d4, (const bf16*)d5, ti, tags, S, (int)H, L, (float*)ws);
   GAT_TRY(launched(err, len, "gather_bwd_col_kernel"));
   const int64_t m = 9 * ncols;
   fold_plain_kernel<<<(unsigned)((m + 255) / 256), 256, 0, st>>>((const float*)ws, C, 9, ncols, (bf16*)d_table);
@@ -795,12 +1037,19 @@ GAT_API int gat_norm_bwd(const void* dy, const void* x, const void* w, const voi
   if (want_col) {
     const int64_t C = chunks_for(S, cmax_norm(ne)), L = lane_rows(S, C);
     dim3 grid((unsigned)((H + 127) / 128), (unsigned)C);
-    if (ne == 9)
-      norm_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)dy, (const bf16*)x, rstd, idx, ne, S, (int)H, L,
-                                                   (float*)ws);
-    else
-      norm_bwd_col_kernel<3><<<grid, 256, 0, st>>>((const bf16*)dy, (const bf16*)x, rstd, idx, ne, S, (int)H, L,
-                                                   (float*)ws);
+    const bf16 *dyp = (const bf16*)dy, *xp = (const bf16*)x;
+    float* wsp = (float*)ws;
+    if (g_column_variant == 1) {
+      if (ne == 9)
+        norm_bwd_col_kernel<9><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
+      else
+        norm_bwd_col_kernel<3><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
+    } else {
+      if (ne == 9)
+        norm_bwd_col_v2<9><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
+      else
+        norm_bwd_col_v2<3><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
+    }
     GAT_TRY(launched(err, len, "norm_bwd_col_kernel"));
     fold_norm_kernel<<<(unsigned)((H + 255) / 256), 256, 0, st>>>((const float*)ws, C, ne, (int)H, (const bf16*)w,
                                                                   (const bf16*)sc, tstride, (bf16*)dw, (bf16*)dsh,
@@ -840,8 +1089,12 @@ GAT_API int gat_gate_bwd(const void* dout, const void* y, const void* gate, cons
   cudaStream_t st = (cudaStream_t)stream;
   const int64_t C = chunks_for(S, kCmaxGate), L = lane_rows(S, C);
   dim3 grid((unsigned)((H + 127) / 128), (unsigned)C);
-  gate_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)dout, (const bf16*)y, (const bf16*)gate, idx, S, (int)H,
-                                               L, (bf16*)dyout, dgate != nullptr, (float*)ws);
+  if (g_column_variant == 1)
+    gate_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)dout, (const bf16*)y, (const bf16*)gate, idx, S,
+                                                 (int)H, L, (bf16*)dyout, dgate != nullptr, (float*)ws);
+  else
+    gate_bwd_col_v2<9><<<grid, 256, 0, st>>>((const bf16*)dout, (const bf16*)y, (const bf16*)gate, idx, S, (int)H,
+                                             L, (bf16*)dyout, dgate != nullptr, (float*)ws);
   GAT_TRY(launched(err, len, "gate_bwd_col_kernel"));
   if (dgate) {
     const int64_t m = 9 * H;
