@@ -90,6 +90,10 @@ def test_library_builds_and_fails_closed(built, arch):
         lib.call("gat_norm_fwd", 16, 16, 16, 16, 64, 16, 5, 16, 16, 4, 64, 1e-5, 0, None)
     with pytest.raises(RuntimeError, match="null pointer"):
         lib.call("gat_row_gather_fwd", 16, 16, 16, 16, 16, 16, 16, 16, None, 4, 64, 0, None)
+    # column-kernel variant switch (v2 cp.async ring is the default; v1 kept for the bench)
+    assert lib.set_column_variant(1) == 2 and lib.set_column_variant(2) == 1
+    with pytest.raises(ValueError):
+        lib.set_column_variant(3)
     assert [lib.status_name(c) for c in (0, 1, 10, 11, 12, 15, 99)] == [
         "ok", "bad_argument", "device", "wrong_arch", "launch", "pending_error", "unknown"]
 
