@@ -1,0 +1,127 @@
+"""CPU-side checks of the gathered-operator kernels (adaln_bench/kernels/gathered): the one source compiles for
+sm_90a and sm_100a with the machine's nvcc, the library loads, its C interface fails closed before any CUDA call,
+its chunking and workspace are what NOTES.md says; the Python API's input validation. No GPU needed.
+
+Skipped (with the reason) only when nvcc is missing. The two compiles run concurrently, about 20 s each.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from adaln_bench.kernels.gathered import build as B
+from adaln_bench.kernels import gathered as G
+
+ARCHS = ["sm_90a", "sm_100a"]
+_MISSING = B.missing_toolchain()
+
+
+def test_target_choice():
+    assert B.target_for_capability(9, 0) == B.Target("sm_90a", 90)
+    assert B.target_for_capability(10, 0) == B.Target("sm_100a", 100)
+    assert B.target_for_capability(8, 0) == B.Target("sm_80", 80)
+    with pytest.raises(B.BuildError, match="not supported"):
+        B.target_for_capability(7, 5)
+    with pytest.raises(ValueError):
+        B.target_for_arch("90a")
+
+
+def test_cache_key_and_prebuilt_pickup(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADALN_BENCH_KERNEL_CACHE", str(tmp_path))
+    t = B.target_for_arch("sm_90a")
+    assert B.cache_key(t) == B.cache_key(t) != B.cache_key(B.target_for_arch("sm_100a"))
+    d = B.library_dir(t)
+    assert d.parent == tmp_path and d.name.startswith("gathered-sm_90a-")
+    d.mkdir(parents=True)
+    (d / B.LIB_NAME).write_bytes(b"prebuilt")
+    monkeypatch.setenv("ADALN_BENCH_NVCC", "/nonexistent/nvcc")
+    lib, meta = B.ensure_library(t)
+    assert lib == d / B.LIB_NAME and meta["prebuilt_or_cached"] is True
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    if _MISSING:
+        pytest.skip(_MISSING)
+
+    def one(arch):
+        target = B.target_for_arch(arch)
+        out = tmp_path_factory.mktemp(arch)
+        t0 = time.perf_counter()
+        meta = B.compile_library(target, out)
+        print(f"built gathered for {arch} in {time.perf_counter() - t0:.0f} s")
+        return arch, B.Library(out / B.LIB_NAME, target, meta)
+
+    with ThreadPoolExecutor(max_workers=len(ARCHS)) as pool:
+        return dict(pool.map(one, ARCHS))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_library_builds_and_fails_closed(built, arch):
+    lib = built[arch]
+    assert lib._lib.gat_abi_version() == B.ABI_VERSION
+    # chunking is a function of S only: C = min(CMAX, ceil(S / 512)), lanes of ceil(S / (8 C)) tokens
+    assert lib.chunking(B.OP_NORM, 4097, 9) == (6, 86)
+    assert lib.chunking(B.OP_NORM, 64, 9) == (1, 8)
+    assert lib.chunking(B.OP_NORM, 131072, 3) == (8, 2048)
+    assert lib.chunking(B.OP_GATE, 32768) == (6, 683)
+    assert lib.chunking(B.OP_ROW_GATHER, 32768) == (2, 2048)
+    # workspace: C x entries x quantities x columns x fp32, capped whatever S is
+    h = 5376
+    assert lib.workspace_bytes(B.OP_NORM, 131072, h, 9) == 6 * 9 * 2 * h * 4 == lib.workspace_bytes(B.OP_NORM, 4097, h, 9)
+    assert lib.workspace_bytes(B.OP_NORM, 131072, h, 3) == 8 * 3 * 2 * h * 4
+    assert lib.workspace_bytes(B.OP_GATE, 131072, h) == 6 * 9 * h * 4
+    assert lib.workspace_bytes(B.OP_ROW_GATHER, 131072, h) == 2 * 9 * 6 * h * 4
+    assert lib.workspace_bytes(B.OP_NORM, 100, h, 9) == 9 * 2 * h * 4
+    assert lib._lib.gat_row_threads(5376) == 224 and lib._lib.gat_row_threads(32) == 32
+    # bad sizes / pointers / alignment are refused before any CUDA call (this machine has no GPU)
+    with pytest.raises(RuntimeError, match=r"\(bad_argument, status 1\): S must be >= 1"):
+        lib.call("gat_gate_fwd", 16, 16, 16, 16, 16, 0, 64, 0, None)
+    with pytest.raises(RuntimeError, match="multiple of 8"):
+        lib.call("gat_gate_fwd", 16, 16, 16, 16, 16, 4, 60, 0, None)
+    with pytest.raises(RuntimeError, match="16-byte aligned"):
+        lib.call("gat_gate_fwd", 16, 24, 16, 16, 16, 4, 64, 0, None)
+    with pytest.raises(RuntimeError, match="workspace too small"):
+        lib.call("gat_norm_bwd", 16, 16, 16, 16, 64, 16, 9, 16, 16, 16, 16, 16, 64, 16, 100, 4, 64, 0, None)
+    with pytest.raises(RuntimeError, match="ne .* must be 9 or 3"):
+        lib.call("gat_norm_fwd", 16, 16, 16, 16, 64, 16, 5, 16, 16, 4, 64, 1e-5, 0, None)
+    with pytest.raises(RuntimeError, match="null pointer"):
+        lib.call("gat_row_gather_fwd", 16, 16, 16, 16, 16, 16, 16, 16, None, 4, 64, 0, None)
+    # column-kernel variant switch (v2 cp.async ring is the default; v1 kept for the bench)
+    assert lib.set_column_variant(1) == 2 and lib.set_column_variant(2) == 1
+    with pytest.raises(ValueError):
+        lib.set_column_variant(3)
+    assert [lib.status_name(c) for c in (0, 1, 10, 11, 12, 15, 99)] == [
+        "ok", "bad_argument", "device", "wrong_arch", "launch", "pending_error", "unknown"]
+
+
+def _bf(*shape):
+    return torch.zeros(shape, dtype=torch.bfloat16)
+
+
+def _ix(n):
+    return torch.zeros(n, dtype=torch.int64)
+
+
+def test_python_validation_messages():
+    with pytest.raises(ValueError, match="x must be torch.bfloat16"):
+        G.norm_modulate(torch.zeros(4, 64), _bf(64), _bf(9, 64), _bf(9, 64), _ix(4))
+    with pytest.raises(ValueError, match=r"sc must have shape \(9, 64\)"):
+        G.norm_modulate(_bf(4, 64), _bf(64), _bf(9, 64), _bf(3, 64), _ix(4))
+    with pytest.raises(ValueError, match="multiple of 8"):
+        G.gate_residual(_bf(4, 60), _bf(4, 60), _bf(9, 60), _ix(4))
+    with pytest.raises(ValueError, match="idx must be torch.int64"):
+        G.gate_residual(_bf(4, 64), _bf(4, 64), _bf(9, 64), torch.zeros(4, dtype=torch.int32))
+    with pytest.raises(ValueError, match="6·H columns"):
+        G.row_gather(_bf(9, 100), _ix(4), _ix(4))
+    with pytest.raises(ValueError, match=r"tags must have shape \(4,\)"):
+        G.row_gather(_bf(9, 6 * 64), _ix(4), _ix(5))
+    with pytest.raises(ValueError, match="temb must be torch.float32"):
+        G.final_adaln_out(_bf(4, 64), _bf(64), _bf(3, 32), _bf(128, 32), _bf(128), _ix(4))
+    with pytest.raises(ValueError, match=r"w must have shape \(128, 32\)"):
+        G.final_adaln_out(_bf(4, 64), _bf(64), torch.zeros(3, 32), _bf(128, 16), _bf(128), _ix(4))
+    with pytest.raises(ValueError, match="must be on a CUDA device"):
+        G.gate_residual(_bf(4, 64), _bf(4, 64), _bf(9, 64), _ix(4))
