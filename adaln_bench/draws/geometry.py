@@ -1,6 +1,7 @@
 """Which GPU's launch geometry a seeded draw follows: the running GPU's own ("native") or a named SM count."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -37,7 +38,7 @@ def geometry(name_or_sms: str) -> DrawGeometry:
         return DrawGeometry(NATIVE, None)
     if text in KNOWN_SMS:
         return DrawGeometry(text, KNOWN_SMS[text])
-    if text.isdigit() and int(text) > 0:
+    if re.fullmatch(r"[0-9]+", text) and int(text) > 0:
         return DrawGeometry(str(int(text)), int(text))
     known = ", ".join([NATIVE, *KNOWN_SMS])
     raise UserError(f"draw geometry {name_or_sms!r}: expected {known} or a positive SM count such as 132")
