@@ -246,3 +246,47 @@ def test_cache_key_and_cached_library_pickup(tmp_path, monkeypatch):
     assert B.ensure_library("sm_90a") == d / B.LIB_NAME
     assert B.arch_for_capability(9, 0) == "sm_90a" and B.arch_for_capability(10, 0) == "sm_100a"
     assert B.arch_for_capability(8, 0) == "sm_80"
+
+
+# --- the torch API on the CPU (the numpy model fills) and the GPU check script's flow ------------------------------
+
+def test_generator_api_on_the_cpu_model():
+    import torch
+
+    from adaln_bench import draws
+
+    g = draws.generator("h200", 42, "cpu")
+    assert isinstance(g, draws.GeometryGenerator) and (g.sms, g.get_offset(), g.initial_seed()) == (132, 0, 42)
+    x = draws.randn((2, 5), g)
+    assert x.dtype == torch.float32 and x.shape == (2, 5) and g.get_offset() == 4
+    torch.testing.assert_close(x.flatten(), torch.tensor(
+        [0.1940, 2.1614, -0.1721, 0.8491, -1.9244, 0.6530, -0.6494, -0.8175, 0.5280, -1.2753]), atol=6e-5, rtol=0)
+    out = torch.empty(4097, 3)
+    assert draws.rand((4097, 3), g, out=out) is out and g.get_offset() == 8
+    want, after = R.emulate("rand", 4097 * 3, 42, 4, 132)
+    assert np.array_equal(out.numpy().reshape(-1), want) and after == 8
+    with pytest.raises(ValueError):
+        draws.rand((3, 3), g, out=torch.empty(3, 3, dtype=torch.bfloat16))
+    assert draws.randn((0, 5), g).shape == (0, 5) and g.get_offset() == 8
+    g.manual_seed(42)
+    assert g.get_offset() == 0 and torch.equal(draws.randn(10, g), x.flatten())
+    native = draws.generator("native", 42, "cpu")
+    assert isinstance(native, torch.Generator)
+    assert torch.equal(draws.randn(4, native), torch.randn(4, generator=torch.Generator().manual_seed(42)))
+    with pytest.raises(ValueError):
+        draws.GeometryGenerator(-1, 132, "cpu")
+
+
+def test_gpu_check_script_runs_its_flow_on_the_cpu(tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "check.json"
+    proc = subprocess.run([sys.executable, str(root / "scripts" / "draws_check.py"), "--device", "cpu", "--quick",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # torch's CPU generator is not Philox: every bitwise case differs
+    assert "rand equals the numpy model bit for bit: True" in proc.stdout and "-> ok" in proc.stdout
+    import json
+
+    rep = json.loads(out.read_text())
+    assert rep["results"][-1]["ok"] is True and rep["failures"] == len(rep["results"]) - 1

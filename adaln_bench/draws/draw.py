@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from adaln_bench.draws import build
+from adaln_bench.draws import build, reference
 from adaln_bench.draws.geometry import DrawGeometry, geometry as parse_geometry
 from adaln_bench.draws.plan import plan_draw
 
@@ -20,7 +20,9 @@ class GeometryGenerator:
 
     Tracks the Philox offset as torch.Generator does: a fresh generator starts at 0 and each draw advances it
     (plan.py), so successive draws from one GeometryGenerator match successive draws from one torch.Generator
-    on that GPU. The output lives on `device` (any CUDA device: the geometry is the one named, not this one's)."""
+    on that GPU. The output lives on `device`: any CUDA device (the geometry is the one named, not this one's),
+    or the CPU, where the numpy model of reference.py fills it (rand bit for bit, randn within ~1e-6 of the
+    GPU's values: for tests and for looking at a draw without a GPU; slow past a few million elements)."""
 
     def __init__(self, seed: int, sms: int, device: Union[str, torch.device, int, None] = None,
                  threads_per_sm: int = 2048):
@@ -28,10 +30,12 @@ class GeometryGenerator:
             raise ValueError(f"sms must be a positive int, got {sms!r}")
         self.sms = sms
         self.threads_per_sm = threads_per_sm
-        dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
-        if dev.type != "cuda":
-            raise ValueError(f"a GeometryGenerator draws on a CUDA device, got {dev}")
-        self.device = dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
+        dev = torch.device("cuda") if device is None else torch.device(device)
+        if dev.type not in ("cuda", "cpu"):
+            raise ValueError(f"a GeometryGenerator draws on a CUDA device (or the CPU's model), got {dev}")
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        self.device = dev
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> "GeometryGenerator":
@@ -76,6 +80,12 @@ class GeometryGenerator:
         self._offset = after  # as torch: the offset is taken when the draw is enqueued
         if not launches:
             return out
+        if self.device.type == "cpu":
+            flat = out.view(-1).numpy()
+            for la in launches:
+                flat[la.start: la.start + la.numel] = reference.launch_values(
+                    "randn" if kind == NORMAL else "rand", la, self._seed)
+            return out
         lib = _library(self.device)
         stream = torch.cuda.current_stream(self.device).cuda_stream
         base = out.data_ptr()
@@ -110,7 +120,7 @@ def generator(geom: Union[DrawGeometry, str], seed: int,
               device: Union[str, torch.device, int, None] = None) -> AnyGenerator:
     """A generator seeded `seed` on `device`: torch's own for a native geometry, else a GeometryGenerator."""
     g = parse_geometry(geom) if isinstance(geom, str) else geom
-    dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    dev = torch.device("cuda") if device is None else torch.device(device)
     if g.is_native:
         return torch.Generator(device=dev).manual_seed(seed)
     return GeometryGenerator(seed, g.sms, dev, g.threads_per_sm)

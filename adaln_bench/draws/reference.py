@@ -85,24 +85,28 @@ def normal_from_words(w: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
+def launch_values(kind: str, launch: Launch, seed: int, words: Optional[WordsFn] = None) -> np.ndarray:
+    """The float32 values one launch writes (kind "randn" or "rand"), in flat order."""
+    if kind not in ("randn", "rand"):
+        raise ValueError(f"kind must be randn or rand, got {kind!r}")
+    words = words or philox_words(seed)
+    if kind == "rand":
+        return uniform_from_words(launch_words(launch, words))
+    g, rounds = launch.threads, launch.rounds
+    threads = np.tile(np.arange(g, dtype=np.uint64), rounds)
+    counters = np.repeat(np.arange(rounds, dtype=np.uint64) + np.uint64(launch.offset // 4), g)
+    w = words(threads, counters).T  # (rounds*g, 4): one curand_normal4 call per row
+    vals = normal_from_words(w).reshape(rounds, g, 4).transpose(0, 2, 1).reshape(-1)
+    return vals[: launch.numel]
+
+
 def emulate(kind: str, numel: int, seed: int, offset: int, sms: int, threads_per_sm: int = 2048,
             words: Optional[WordsFn] = None) -> tuple[np.ndarray, int]:
     """The flat float32 draw (kind "randn" or "rand") and the generator's offset after it.
 
     words replaces Philox (tests of the layout use a fake that tags each word with where it came from)."""
-    if kind not in ("randn", "rand"):
-        raise ValueError(f"kind must be randn or rand, got {kind!r}")
-    words = words or philox_words(seed)
     launches, after = plan_draw(numel, offset, sms, threads_per_sm)
     out = np.empty(numel, dtype=np.float32)
     for la in launches:
-        if kind == "rand":
-            out[la.start: la.start + la.numel] = uniform_from_words(launch_words(la, words))
-            continue
-        g, rounds = la.threads, la.rounds
-        threads = np.tile(np.arange(g, dtype=np.uint64), rounds)
-        counters = np.repeat(np.arange(rounds, dtype=np.uint64) + np.uint64(la.offset // 4), g)
-        w = words(threads, counters).T  # (rounds*g, 4): one curand_normal4 call per row
-        vals = normal_from_words(w).reshape(rounds, g, 4).transpose(0, 2, 1).reshape(-1)
-        out[la.start: la.start + la.numel] = vals[: la.numel]
+        out[la.start: la.start + la.numel] = launch_values(kind, la, seed, words)
     return out, after
