@@ -77,16 +77,16 @@ class GeometryGenerator:
             raise ValueError(f"out must be a contiguous float32 tensor of shape {tuple(size)} on {self.device}, "
                              f"got {out.dtype} {tuple(out.shape)} on {out.device}")
         launches, after = plan_draw(out.numel(), self._offset, self.sms, self.threads_per_sm)
+        lib = _library(self.device) if launches and self.device.type == "cuda" else None  # may build: first
         self._offset = after  # as torch: the offset is taken when the draw is enqueued
         if not launches:
             return out
-        if self.device.type == "cpu":
+        if lib is None:  # the CPU: the numpy model
             flat = out.view(-1).numpy()
             for la in launches:
                 flat[la.start: la.start + la.numel] = reference.launch_values(
                     "randn" if kind == NORMAL else "rand", la, self._seed)
             return out
-        lib = _library(self.device)
         stream = torch.cuda.current_stream(self.device).cuda_stream
         base = out.data_ptr()
         for la in launches:
