@@ -112,9 +112,9 @@ def main(argv=None) -> int:
         row.update(equal=diff == 0, differing=diff)
         status = "EQUAL" if diff == 0 else "shapes differ"
         if diff > 0:
-            flat = (bits(got).flatten() != bits(want).flatten()).nonzero()
-            row["first_differing"] = int(flat[0].item())
-            row["max_abs_diff"] = float((got.double() - want.double()).abs().max().item())
+            mask = (bits(got) != bits(want)).flatten().to(torch.uint8)
+            row["first_differing"] = int(mask.argmax().item())  # argmax gives the first of equal maxima
+            row["max_abs_diff"] = float((got - want).abs().max().item())
             status = f"DIFFERS in {diff:,} (first at {row['first_differing']:,}, max |d| {row['max_abs_diff']:.3g})"
         ok = diff == 0
         if gg is not None:
