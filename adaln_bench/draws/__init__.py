@@ -11,9 +11,9 @@ as torch does on such a GPU, on whatever GPU it runs:
     x = draws.randn((n, 5376), g)               # float32 on device, as torch.randn(..., generator=g)
     u = draws.rand((n, 3), g)
 
-draw.py holds the generator and the draws (torch), plan.py the layout arithmetic, reference.py a CPU model (numpy), build.py the nvcc build of
-philox_draw.cu; geometry, plan and reference import without torch. Imports nothing else of adaln_bench
-but adaln_bench.errors.
+draw.py holds the generator and the draws (torch), plan.py the layout arithmetic, reference.py a CPU model
+(numpy), build.py the nvcc build of philox_draw.cu; geometry, plan, reference and build import without torch.
+Imports nothing else of adaln_bench but adaln_bench.errors.
 """
 from __future__ import annotations
 

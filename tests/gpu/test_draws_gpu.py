@@ -27,7 +27,7 @@ def dev():
         from adaln_bench.draws.draw import _library
 
         _library(d)
-    except B.BuildError as exc:
+    except (B.BuildError, OSError) as exc:
         pytest.skip(f"draw library unavailable: {exc}")
     return d
 
