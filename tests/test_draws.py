@@ -188,6 +188,18 @@ def test_model_matches_published_torch_cuda_draws():
     assert after == 4
 
 
+def test_model_matches_published_torch_cuda_successive_rand_draws():
+    """torch.manual_seed(0); torch.rand(10, device='cuda') twice, as printed in public examples (4 decimals):
+    the second draw starts at offset 4, Philox counter step 1."""
+    first, off = R.emulate("rand", 10, 0, 0, 132)
+    second, off2 = R.emulate("rand", 10, 0, off, 132)
+    np.testing.assert_allclose(first, [0.3990, 0.5167, 0.0249, 0.9401, 0.9459, 0.7967, 0.4150, 0.8203, 0.2290,
+                                       0.9096], atol=6e-5)
+    np.testing.assert_allclose(second, [0.9722, 0.7910, 0.4690, 0.3300, 0.3345, 0.3783, 0.7640, 0.6405, 0.1103,
+                                        0.3594], atol=6e-5)
+    assert (off, off2) == (4, 8)
+
+
 def test_model_rand_range_and_normal_moments():
     u, _ = R.emulate("rand", 300_000, 7, 0, 132)
     assert u.dtype == np.float32 and u.min() >= 0.0 and u.max() < 1.0 and abs(u.mean() - 0.5) < 3e-3
