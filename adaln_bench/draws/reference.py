@@ -53,14 +53,20 @@ def philox_words(seed: int) -> WordsFn:
     return words
 
 
+def round_words(launch: Launch, r: int, words: WordsFn) -> np.ndarray:
+    """uint32 words (4, G) of round r of one launch: word w of thread g (one curand*4 call each)."""
+    threads = np.arange(launch.threads, dtype=np.uint64)
+    counters = np.full(launch.threads, launch.offset // 4 + r, dtype=np.uint64)
+    return words(threads, counters)
+
+
 def launch_words(launch: Launch, words: WordsFn) -> np.ndarray:
     """uint32 words of one launch in flat order: element r*4G + w*G + g is word w of thread g's round r."""
-    g = launch.threads
-    rounds = launch.rounds
-    threads = np.tile(np.arange(g, dtype=np.uint64), rounds)
-    counters = np.repeat(np.arange(rounds, dtype=np.uint64) + np.uint64(launch.offset // 4), g)
-    w = words(threads, counters).reshape(4, rounds, g)  # (word, round, thread)
-    return np.ascontiguousarray(w.transpose(1, 0, 2)).reshape(-1)[: launch.numel]
+    out = np.empty(launch.rounds * 4 * launch.threads, dtype=np.uint32)
+    span = 4 * launch.threads
+    for r in range(launch.rounds):  # round by round: memory stays at a few G-sized arrays
+        out[r * span: (r + 1) * span] = round_words(launch, r, words).reshape(-1)
+    return out[: launch.numel]
 
 
 def uniform_from_words(w: np.ndarray) -> np.ndarray:
@@ -92,12 +98,12 @@ def launch_values(kind: str, launch: Launch, seed: int, words: Optional[WordsFn]
     words = words or philox_words(seed)
     if kind == "rand":
         return uniform_from_words(launch_words(launch, words))
-    g, rounds = launch.threads, launch.rounds
-    threads = np.tile(np.arange(g, dtype=np.uint64), rounds)
-    counters = np.repeat(np.arange(rounds, dtype=np.uint64) + np.uint64(launch.offset // 4), g)
-    w = words(threads, counters).T  # (rounds*g, 4): one curand_normal4 call per row
-    vals = normal_from_words(w).reshape(rounds, g, 4).transpose(0, 2, 1).reshape(-1)
-    return vals[: launch.numel]
+    span = 4 * launch.threads
+    out = np.empty(launch.rounds * span, dtype=np.float32)
+    for r in range(launch.rounds):
+        w = round_words(launch, r, words).T  # (G, 4): one curand_normal4 call per thread
+        out[r * span: (r + 1) * span] = normal_from_words(w).T.reshape(-1)
+    return out[: launch.numel]
 
 
 def emulate(kind: str, numel: int, seed: int, offset: int, sms: int, threads_per_sm: int = 2048,
