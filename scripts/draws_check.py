@@ -179,13 +179,14 @@ def main(argv=None) -> int:
         else:
             print("skipped the split draw: not enough free memory")
 
-    other = 148 if args.sms != 148 else 132
+    base = own.sms if on_gpu else args.sms  # the other geometry differs from the one torch draws with here
+    other = 148 if base != 148 else 132
     n = 300_000 if args.quick else 4097 * H // 8
     print(f"another geometry ({other} SMs) on this device, seed 5, {n:,} elements:")
     theirs = torch.rand(n, generator=torch.Generator(device=dev).manual_seed(5), device=dev)
     gg = draws.GeometryGenerator(5, other, dev)
     ours = draws.rand(n, gg)
-    k = min(args.sms, other) * 2048
+    k = min((own.sms * own.threads_per_sm) if on_gpu else args.sms * 2048, other * 2048)  # torch's stride vs ours
     prefix_equal = bool(torch.equal(bits(ours[:k]), bits(theirs[:k])))
     rest_equal = bool(torch.equal(bits(ours[k:]), bits(theirs[k:])))
     model, after = R.emulate("rand", n, 5, 0, other)
