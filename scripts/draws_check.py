@@ -69,7 +69,11 @@ def main(argv=None) -> int:
             print(f"WARNING: torch draws with this GPU's own geometry ({own.sms} x {own.threads_per_sm}), so geometry "
                   f"{args.sms} is not expected to match it past element {min(own.sms, args.sms) * 2048}")
         t0 = time.perf_counter()
-        lib = _library(dev)
+        try:
+            lib = _library(dev)
+        except (B.BuildError, OSError) as exc:
+            print(f"NO LIBRARY: {exc}\n(nvcc {B.find_nvcc()}, curand headers {B.find_curand_include()})")
+            return 2
         lib_path = str(lib.path)
         print(f"library: {lib.path} ({time.perf_counter() - t0:.1f} s to build or load; nvcc {B.find_nvcc()}, "
               f"curand headers {B.find_curand_include()})")
