@@ -1,0 +1,127 @@
+"""The plots of one series, drawn by matplotlib as SVG for inlining into its page (offline, no script).
+
+Panels, where the series has data for them: the device time over the reference sampled beside it (paired
+ratio), the absolute device time (filled where it is the figure a step is judged on, hollow where a ratio
+exists and judges instead), and the worst forward and gradient errors against FP64, one line per T.
+A step is a dashed vertical line before the first point at the new level (red: slower or less accurate,
+green: faster or more accurate). Each marker links to the diff with the point before it (the first point
+to its report). matplotlib is the `plot` extra; it is imported only here.
+"""
+from __future__ import annotations
+
+import io
+import re
+from typing import Callable, Optional
+
+from adaln_bench.errors import UserError
+from adaln_bench.reports import format as fmt
+from adaln_bench.reports.site.history import Mark, SeriesHistory
+from adaln_bench.reports.site.series import RATIO, _t_key
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#d62728")
+UP, DOWN = "#d32f2f", "#2e7d32"
+
+
+def require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError("publish draws its plots with matplotlib: pip install 'adaln-bench[plot]'") from None
+
+
+def _prefix_ids(svg: str, prefix: str) -> str:
+    """Several SVGs inlined in one page share one id space: give this one's ids a prefix of its own."""
+    svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', svg)
+    svg = re.sub(r'url\(#([^)]+)\)', lambda m: f"url(#{prefix}{m.group(1)})", svg)
+    return re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', svg)
+
+
+def _step_lines(ax, marks: list[Mark]) -> None:
+    for at in sorted({m.index for m in marks}):
+        here = [m for m in marks if m.index == at]
+        colour = UP if any(m.direction == "up" for m in here) else DOWN
+        ax.axvline(at - 0.5, color=colour, linestyle="--", linewidth=1.2, alpha=0.8)
+
+
+def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) -> Optional[str]:
+    """The series' figure as an <svg> element, or None when it has nothing to plot."""
+    import matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    series = history.series
+    n = len(series.points)
+    ratio_runs = [r for r in history.runs if r.basis == RATIO]
+    panels: list[tuple[str, str]] = []
+    if ratio_runs:
+        panels.append(("ratio", "device time ÷ reference beside it (paired)"))
+    if history.runs:
+        panels.append(("absolute", "device time per call (µs)"))
+    if any(p.fwd_err for p in series.points):
+        panels.append(("fwd", "worst forward error vs FP64"))
+    if any(p.grad_err for p in series.points):
+        panels.append(("grad", "worst gradient error vs FP64"))
+    if not panels:
+        return None
+    ts = series.ts()
+    colour = {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(ts)}
+    cols = 2 if len(panels) > 1 else 1
+    rows = (len(panels) + cols - 1) // cols
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "adaln-bench", "font.size": 8}):
+        fig = Figure(figsize=(5.4 * cols, 2.9 * rows + 0.5))
+        fig.subplots_adjust(left=0.07, right=0.99, top=0.95, bottom=0.13 if rows == 1 else 0.08, wspace=0.15, hspace=0.55)
+        axes = fig.subplots(rows, cols, squeeze=False).ravel()
+        for ax in axes[len(panels):]:
+            ax.set_visible(False)
+        labels = [f"{p.commit}\n{p.date[5:] if p.date != 'undated' else ''}" for p in series.points]
+        for ax, (kind, title) in zip(axes, panels):
+            ax.set_title(title, fontsize=9, loc="left")
+            for t in ts:
+                if kind == "ratio":
+                    pts = [(i, lat.value) for r in ratio_runs if r.t == t for i, lat in zip(r.indexes, r.latencies)]
+                    hollow: list[tuple[int, float]] = []
+                elif kind == "absolute":
+                    pts, hollow = [], []
+                    for r in history.runs:
+                        if r.t == t:
+                            for i, lat in zip(r.indexes, r.latencies):
+                                (hollow if r.basis == RATIO else pts).append((i, lat.absolute_us))
+                else:
+                    attr = "fwd_err" if kind == "fwd" else "grad_err"
+                    pts = [(i, v) for i, p in enumerate(series.points)
+                           if (v := getattr(p, attr).get(t)) is not None and v > 0]
+                    hollow = []
+                every = sorted(pts + hollow)
+                if not every:
+                    continue
+                ax.plot([i for i, _ in every], [v for _, v in every], color=colour[t], linewidth=1, alpha=0.6)
+                for group, face in ((pts, colour[t]), (hollow, "none")):
+                    if group:
+                        sc = ax.scatter([i for i, _ in group], [v for _, v in group], s=18, zorder=3,
+                                        facecolors=face, edgecolors=colour[t], label=f"T={t}" if face != "none" or not pts else None)
+                        sc.set_urls([link(i) for i, _ in group])
+            if kind in ("ratio", "absolute"):
+                tested = [m for r in history.runs if (r.basis == RATIO) == (kind == "ratio") for m in r.steps]
+                _step_lines(ax, tested)
+                if kind == "absolute":
+                    ax.set_yscale("log")
+                    # Plain tick labels: matplotlib's default log labels are mathtext, slow to lay out.
+                    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.duration(v, fmt.AXIS)))
+                    ax.yaxis.set_minor_formatter(NullFormatter())
+                else:
+                    ax.axhline(1.0, color="#999", linewidth=0.8)
+            else:
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.axis_error(v)))
+                ax.yaxis.set_minor_formatter(NullFormatter())
+                _step_lines(ax, [m for m in history.error_changes if m.what.startswith(kind + " ")])
+            ax.set_xlim(-0.5, n - 0.5)
+            ax.set_xticks(range(n), labels, rotation=60 if n > 6 else 0, fontsize=6.5)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=6.5, ncols=min(len(ts), 3), loc="best")
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    return _prefix_ids(svg, prefix)
