@@ -105,7 +105,7 @@ def anchor(group: GroupKey, history: SeriesHistory) -> str:
 def _since(history: SeriesHistory, index: Optional[int], none: str, lead: str) -> str:
     points = history.series.points
     if index is None:
-        return f'<div class="since">{e(none)} ({e(point_at(points[0]))} → {e(point_at(points[-1]))})</div>'
+        return f'<div class="since">{e(none)} since {e(point_at(points[0]))}</div>'
     return f'<div class="since">{e(lead)} {e(point_at(points[index]))}</div>'
 
 
@@ -116,7 +116,8 @@ def index_cell(group: GroupKey, history: SeriesHistory, links: Links) -> str:
     lat = s.latency
     trend = (f'<span class="trend trend-{s.trend}" title="{e(s.trend_text)}">{TREND_MARK[s.trend]} '
              f'{TREND_WORD[s.trend]}</span>') if lat is not None else ""
-    ratio = (f'<div class="ratio"><span title="{e(latency_title(lat))}">{e(latency_text(lat))}</span> '
+    no_data = s.verdict in (UNAVAILABLE, FAILED) and lat is None and s.fwd_err is None
+    ratio = "" if no_data else (f'<div class="ratio"><span title="{e(latency_title(lat))}">{e(latency_text(lat))}</span> '
              f'<span class="muted">T={e(s.headline_t)}</span> {trend}</div>'
              + _since(history, s.latency_since, "no step", "step at")) if lat is not None else (
         '<div class="ratio muted">no device time</div>')

@@ -48,10 +48,12 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
     """The series' figure as an <svg> element, or None when it has nothing to plot."""
     import matplotlib
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     series = history.series
     n = len(series.points)
+    if n < 2:
+        return None  # one point is a row of the table, not a history
     ratio_runs = [r for r in history.runs if r.basis == RATIO]
     panels: list[tuple[str, str]] = []
     if ratio_runs:
@@ -69,12 +71,16 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
     cols = 2 if len(panels) > 1 else 1
     rows = (len(panels) + cols - 1) // cols
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "adaln-bench", "font.size": 8}):
-        fig = Figure(figsize=(5.4 * cols, 2.9 * rows + 0.5))
-        fig.subplots_adjust(left=0.07, right=0.99, top=0.95, bottom=0.13 if rows == 1 else 0.08, wspace=0.15, hspace=0.55)
+        fig = Figure(figsize=(5.4 * cols, 2.9 * rows + 0.6))
+        fig.subplots_adjust(left=0.07, right=0.99, top=1 - 0.45 / (2.9 * rows + 0.6), bottom=0.13 if rows == 1 else 0.08, wspace=0.15, hspace=0.55)
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(panels):]:
             ax.set_visible(False)
-        labels = [f"{p.commit}\n{p.date[5:] if p.date != 'undated' else ''}" for p in series.points]
+        # Commit and day under each point; the commit alone when there are many, and every k-th beyond 30.
+        labels = [p.commit if n > 8 else f"{p.commit}\n{p.date[5:] if p.date != 'undated' else ''}"
+                  for p in series.points]
+        every_k = max(1, (n + 29) // 30)
+        labels = [label if i % every_k == 0 else "" for i, label in enumerate(labels)]
         for ax, (kind, title) in zip(axes, panels):
             ax.set_title(title, fontsize=9, loc="left")
             for t in ts:
@@ -99,13 +105,14 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
                 for group, face in ((pts, colour[t]), (hollow, "none")):
                     if group:
                         sc = ax.scatter([i for i, _ in group], [v for _, v in group], s=18, zorder=3,
-                                        facecolors=face, edgecolors=colour[t], label=f"T={t}" if face != "none" or not pts else None)
+                                        facecolors=face, edgecolors=colour[t], )
                         sc.set_urls([link(i) for i, _ in group])
             if kind in ("ratio", "absolute"):
                 tested = [m for r in history.runs if (r.basis == RATIO) == (kind == "ratio") for m in r.steps]
                 _step_lines(ax, tested)
                 if kind == "absolute":
                     ax.set_yscale("log")
+                    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
                     # Plain tick labels: matplotlib's default log labels are mathtext, slow to lay out.
                     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.duration(v, fmt.AXIS)))
                     ax.yaxis.set_minor_formatter(NullFormatter())
@@ -113,13 +120,17 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
                     ax.axhline(1.0, color="#999", linewidth=0.8)
             else:
                 ax.set_yscale("log")
+                ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
                 ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.axis_error(v)))
                 ax.yaxis.set_minor_formatter(NullFormatter())
                 _step_lines(ax, [m for m in history.error_changes if m.what.startswith(kind + " ")])
             ax.set_xlim(-0.5, n - 0.5)
             ax.set_xticks(range(n), labels, rotation=60 if n > 6 else 0, fontsize=6.5)
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=6.5, ncols=min(len(ts), 3), loc="best")
+        from matplotlib.lines import Line2D
+
+        handles = [Line2D([], [], color=colour[t], marker="o", markersize=4, linewidth=1, label=f"T={t}") for t in ts]
+        fig.legend(handles=handles, loc="upper right", ncols=len(ts), fontsize=7, frameon=False)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
