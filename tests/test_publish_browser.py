@@ -11,7 +11,9 @@ import pytest
 
 from publish_fixtures import DRIFT_AT, STEP_AT, history
 
-CHROMIUM = os.environ.get("ADALN_BENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# Debian's chromium first; a GitHub Ubuntu runner has no such package but ships Google Chrome.
+CHROMIUM = (os.environ.get("ADALN_BENCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+            or shutil.which("google-chrome") or "/usr/bin/chromium")
 
 pytest.importorskip("matplotlib")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
