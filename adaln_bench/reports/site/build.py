@@ -107,6 +107,8 @@ def render_site(collected: Collected, root: Path, thresholds: Thresholds) -> Bui
         for group, histories in groups.items():
             parts = []
             for h in histories:
+                if pages.always_unavailable(h):
+                    continue
                 key = pages.anchor(group, h)
                 pts = h.series.points
 
@@ -120,6 +122,7 @@ def render_site(collected: Collected, root: Path, thresholds: Thresholds) -> Bui
                 svg = plots.series_svg(h, link, prefix=f"{key}-")
                 parts.append(pages.series_section(group, h, links, svg, diff_of))
                 steps += len(h.latency_steps())
+            parts.append(pages.unavailable_list(group, [h for h in histories if pages.always_unavailable(h)], links))
             sections.append((group, parts))
         _write(root / "op" / pages.op_file(op), pages.op_page(op, sections))
 

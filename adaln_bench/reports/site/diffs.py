@@ -35,8 +35,14 @@ def _cells(line: str) -> list[str]:
     return [p.strip().replace("\\|", "|") for p in parts]
 
 
+# The renderer's verdict marks, as characters every font has (a browser without an emoji font shows boxes).
+MARKS = {"✅": "✓", "❌": "✗", "⚠️": "⚠"}
+
+
 def markdown_html(md: str) -> str:
     """HTML for the subset of Markdown the diff renderer writes: headings, lists, quotes, tables, details."""
+    for mark, plain in MARKS.items():
+        md = md.replace(mark, plain)
     out: list[str] = []
     lines = md.splitlines()
     i = 0

@@ -56,6 +56,9 @@ class Summary:
     fwd_err: Optional[float]
     grad_err: Optional[float]
     error_since: Optional[int]  # the last error change's point, None when none
+    latency_first: Optional[int] = None  # the first point with device time / with errors
+    error_first: Optional[int] = None
+    step_basis: Optional[str] = None  # what the last step was judged on: "ratio" or "absolute"
 
 
 @dataclass
@@ -146,10 +149,18 @@ def verdict_point(series: Series) -> tuple[int, Point]:
     return len(series.points) - 1, series.points[-1]
 
 
+def _newest(series: Series, has) -> Optional[int]:
+    return next((i for i in range(len(series.points) - 1, -1, -1) if has(series.points[i])), None)
+
+
 def _summary(series: Series, runs: list[Run], errors: list[Mark], verdicts: list[Mark]) -> Summary:
-    latest = series.points[-1]
+    """Today's figures, each from the newest point that has it (a latency-only run has no errors, a
+    probes-only run no device time), and the point where each last changed."""
     v_index, v_point = verdict_point(series)
-    headline = max(latest.latency, key=_t_key, default=None)
+    l_index = _newest(series, lambda p: bool(p.latency))
+    e_index = _newest(series, lambda p: bool(p.fwd_err or p.grad_err))
+    lat_point = series.points[l_index] if l_index is not None else None
+    headline = max(lat_point.latency, key=_t_key) if lat_point is not None else None
     steps = sorted((m for r in runs for m in r.steps), key=lambda m: m.index)
     if steps:
         newest = steps[-1].index
@@ -160,17 +171,21 @@ def _summary(series: Series, runs: list[Run], errors: list[Mark], verdicts: list
         since: Optional[int] = newest
     else:
         trend, trend_text, since = "flat", "no step beyond the noise", None
+    err_point = series.points[e_index] if e_index is not None else None
     return Summary(
         verdict=v_point.verdict, verdict_detail=v_point.detail
         + (f" (from {v_point.commit}, {v_point.date}: the newer points did not probe invariance)"
            if v_index != len(series.points) - 1 else ""),
         verdict_since=verdicts[-1].index if verdicts else next(
             (i for i, p in enumerate(series.points) if p.verdict != NOT_PROBED), 0),
-        headline_t=headline, latency=latest.latency.get(headline) if headline else None,
+        headline_t=headline, latency=lat_point.latency[headline] if headline else None,
         trend=trend, trend_text=trend_text, latency_since=since,
-        fwd_err=max(latest.fwd_err.values(), default=None),
-        grad_err=max(latest.grad_err.values(), default=None),
+        latency_first=next((i for i, p in enumerate(series.points) if p.latency), None),
+        fwd_err=max(err_point.fwd_err.values(), default=None) if err_point else None,
+        grad_err=max(err_point.grad_err.values(), default=None) if err_point else None,
         error_since=errors[-1].index if errors else None,
+        error_first=next((i for i, p in enumerate(series.points) if p.fwd_err or p.grad_err), None),
+        step_basis=next((r.basis for r in runs for m in r.steps if since is not None and m.index == since), None),
     )
 
 

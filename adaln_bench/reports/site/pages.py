@@ -102,11 +102,12 @@ def anchor(group: GroupKey, history: SeriesHistory) -> str:
 # --- the index ---------------------------------------------------------------------------------------
 
 
-def _since(history: SeriesHistory, index: Optional[int], none: str, lead: str) -> str:
+def _since(history: SeriesHistory, index: Optional[int], none: str, lead: str, first: Optional[int] = None,
+           note: str = "") -> str:
     points = history.series.points
     if index is None:
-        return f'<div class="since">{e(none)} since {e(point_at(points[0]))}</div>'
-    return f'<div class="since">{e(lead)} {e(point_at(points[index]))}</div>'
+        return f'<div class="since">{e(none)} since {e(point_at(points[first or 0]))}</div>'
+    return f'<div class="since">{e(lead)} {e(point_at(points[index]))}{e(note)}</div>'
 
 
 def index_cell(group: GroupKey, history: SeriesHistory, links: Links) -> str:
@@ -119,12 +120,13 @@ def index_cell(group: GroupKey, history: SeriesHistory, links: Links) -> str:
     no_data = s.verdict in (UNAVAILABLE, FAILED) and lat is None and s.fwd_err is None
     ratio = "" if no_data else (f'<div class="ratio"><span title="{e(latency_title(lat))}">{e(latency_text(lat))}</span> '
              f'<span class="muted">T={e(s.headline_t)}</span> {trend}</div>'
-             + _since(history, s.latency_since, "no step", "step at")) if lat is not None else (
+             + _since(history, s.latency_since, "no step", "step at", s.latency_first,
+                      " (absolute time)" if s.step_basis == "absolute" else "")) if lat is not None else (
         '<div class="ratio muted">no device time</div>')
     errors = ""
     if s.fwd_err is not None or s.grad_err is not None:
         errors = (f'<div class="err">fwd {e(err_text(s.fwd_err))} · grad {e(err_text(s.grad_err))}</div>'
-                  + _since(history, s.error_since, "unchanged", "changed at"))
+                  + _since(history, s.error_since, "unchanged", "changed at", s.error_first))
     verdict_since = f'<div class="since">since {e(point_at(series.points[s.verdict_since]))}</div>'
     return (f'<td class="cell v-{vclass}" data-mode="{e(series.mode)}" data-candidate="{e(series.column)}" '
             f'data-verdict="{e(s.verdict)}" data-trend="{e(s.trend) if lat is not None else ""}">'
@@ -245,6 +247,22 @@ def series_section(group: GroupKey, history: SeriesHistory, links: Links, svg: O
             + "".join(f'<p class="facts">{e(n)}</p>' for n in notes)
             + f"<details{' open' if len(s.points) <= 12 else ''}><summary>{len(s.points)} points</summary>"
             + point_table(history, links, diff_of, key) + "</details></section>")
+
+
+def unavailable_list(group: GroupKey, histories: list[SeriesHistory], links: Links) -> str:
+    """Series that were unavailable at every point: one line each, not a section of empty plots."""
+    items = []
+    for h in histories:
+        last = h.series.points[-1]
+        items.append(f'<li id="{e(anchor(group, h))}" data-mode="{e(h.series.mode)}" '
+                     f'data-candidate="{e(h.series.candidate)}"><b>{e(h.series.mode)} · {e(h.series.candidate)}</b> '
+                     f'<span class="muted">({len(h.series.points)} point{"s" if len(h.series.points) != 1 else ""}, '
+                     f'last <a href="{e(links.report(last.loaded))}">{e(point_at(last))}</a>): {e(last.detail)}</span></li>')
+    return f'<h3>Unavailable at every point</h3><ul class="unavailable">{"".join(items)}</ul>' if items else ""
+
+
+def always_unavailable(history: SeriesHistory) -> bool:
+    return all(p.verdict == UNAVAILABLE for p in history.series.points)
 
 
 def op_page(op: str, sections: list[tuple[GroupKey, list[str]]]) -> str:

@@ -244,10 +244,10 @@ def group_series(reports: list[Loaded]) -> dict[GroupKey, list[Series]]:
         for mode, candidates in loaded.report.results.items():
             for name, entry in candidates.items():
                 group.setdefault((mode, name), []).append(make_point(loaded, entry))
-    def order(item: tuple[GroupKey, dict]) -> tuple:  # per operator and GPU, the group with most reports first
+    def order(item: tuple[GroupKey, dict]) -> tuple:  # per operator, the group with the longest history first
         key, series = item
         reports = {p.loaded.sha256 for points in series.values() for p in points}
-        return (key.op, key.gpu, -len(reports), key)
+        return (key.op, -len(reports), key)
 
     return {key: [Series(key, mode, name, points) for (mode, name), points in series.items()]
             for key, series in sorted(by_group.items(), key=order)}
