@@ -222,3 +222,21 @@ def test_build_site_refuses_no_reports_before_writing(tmp_path):
     with pytest.raises(UserError, match="no reports found"):
         build_site([tmp_path], tmp_path / "site")
     assert not (tmp_path / "site").exists()
+
+
+def test_each_operator_gets_its_own_section_and_page(tmp_path):
+    """The coming layout: one report per operator under results/<gpu>/<op>/, history under archive/."""
+    data = base()
+    for op, day in (("adaln_projection", 1), ("gate_residual", 2)):
+        folder = tmp_path / "results" / "h200" / op / "archive"
+        folder.mkdir(parents=True)
+        report = make(data, op[:4].ljust(40, "0"), day=day, clock=1.0, bundled_ratio=0.94, seed=day)
+        report["op"] = op
+        (folder / f"{op}.h200.x.json").write_text(json.dumps(report))
+    (tmp_path / "results" / "h200" / "run.json").write_text('{"kind": "adaln_bench_run_index"}')
+    built = build_site([tmp_path / "results"], tmp_path / "site")
+    assert built.reports == 2 and built.run_indexes == 1
+    assert sorted(p.name for p in (tmp_path / "site" / "op").iterdir()) == ["adaln_projection.html",
+                                                                          "gate_residual.html"]
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'id="op-adaln_projection"' in index and 'id="op-gate_residual"' in index

@@ -19,7 +19,7 @@ def publish_command(
     """Build a static site (offline: no server, nothing fetched) of the history of reports: per operator, a
     matrix of mode × candidate with today's verdict, device-time ratio and worst errors, and a page of
     series over commits with steps marked where they pass the series' own noise. JSON files that are not
-    reports are skipped and counted. Needs matplotlib: pip install 'adaln-bench[plot]'.
+    reports are skipped and counted. Needs matplotlib (the plot extra of adaln-bench).
 
     Exit codes: 0 written; 2 bad input (no reports found, --out not writable or not an earlier site).
     """

@@ -11,7 +11,7 @@ from adaln_bench.reports import format as fmt
 from adaln_bench.reports.site.collect import Collected, Loaded
 from adaln_bench.reports.site.history import SeriesHistory
 from adaln_bench.reports.site.series import (
-    FAILED, NO, NOT_PROBED, RATIO, UNAVAILABLE, YES, GroupKey, Latency, Point, _t_key,
+    FAILED, NO, NOT_PROBED, RATIO, UNAVAILABLE, YES, GroupKey, Latency, Point, _t_key, commit_of, gpu_of,
 )
 
 TREND_MARK = {"up": "▲", "down": "▼", "flat": "▬"}
@@ -156,6 +156,19 @@ def group_facts(histories: list[SeriesHistory]) -> str:
             f"{e(point_at(dated[0]))} → {e(point_at(dated[-1]))}</p>")
 
 
+def reports_table(collected: Collected, links: Links) -> str:
+    """Every report the site was built from, newest first, each linked to its copy under reports/."""
+    rows = []
+    for loaded in sorted(collected.reports, key=lambda l: l.report.started_at or "", reverse=True):
+        r = loaded.report
+        rows.append(f'<tr><td><a href="{e(links.report(loaded))}">{e(loaded.path.name)}</a></td>'
+                    f"<td><code>{e(commit_of(r))}</code></td><td>{e((r.started_at or '')[:16].replace('T', ' '))}</td>"
+                    f"<td>{e(r.op)}</td><td>{e(gpu_of(r))}</td><td>{len(r.results)}</td>"
+                    f"<td>{'quick' if r.quick else 'full'}</td></tr>")
+    return ("<details><summary>Reports</summary><table><tr><th>file</th><th>commit</th><th>started (UTC)</th>"
+            "<th>op</th><th>GPU</th><th>modes</th><th>probes</th></tr>" + "".join(rows) + "</table></details>")
+
+
 def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: Collected, links: Links) -> str:
     parts = ["<h1>adaln-bench: batch invariance, accuracy and speed over time</h1>",
              '<p class="facts">Per operator and per GPU (one series per GPU, shape, probe size and input draw), '
@@ -177,6 +190,7 @@ def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: C
         skipped.append(f"{collected.run_indexes} run indexes")
     if collected.duplicates:
         skipped.append(f"{collected.duplicates} duplicates")
+    parts.append(reports_table(collected, links))
     parts.append(f'<p class="facts" id="counts">Built from {len(collected.reports)} reports'
                  + (f"; skipped {', '.join(skipped)}" if skipped else "") + ".</p>")
     return page("adaln-bench history", "\n".join(parts), "index.html")
