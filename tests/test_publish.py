@@ -240,3 +240,22 @@ def test_each_operator_gets_its_own_section_and_page(tmp_path):
                                                                           "gate_residual.html"]
     index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     assert 'id="op-adaln_projection"' in index and 'id="op-gate_residual"' in index
+
+
+def test_a_failed_build_leaves_nothing_and_keeps_the_earlier_site(tmp_path, monkeypatch):
+    from adaln_bench.reports.site import build
+
+    history(tmp_path / "results", n=2)
+    out = tmp_path / "results" / "site"  # inside an input folder: the next build must not read it back
+    build_site([tmp_path / "results"], out)
+    again = build_site([tmp_path / "results"], out)
+    assert again.reports == 2 and again.duplicates == 0 and again.not_reports == 0
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the disk filled up")
+
+    monkeypatch.setattr(build.pages, "op_page", broken)
+    with pytest.raises(RuntimeError):
+        build_site([tmp_path / "results"], out)
+    assert (out / "index.html").is_file() and (out / MARKER).is_file()  # the earlier site, whole
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []

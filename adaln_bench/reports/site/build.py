@@ -13,13 +13,13 @@ from typing import Iterable, Optional
 from adaln_bench.errors import UserError
 from adaln_bench.reports.io import current_umask
 from adaln_bench.reports.site import diffs, pages, plots
-from adaln_bench.reports.site.collect import Collected, Loaded, collect
+from adaln_bench.reports.site.collect import SITE_MARKER, Collected, Loaded, collect
 from adaln_bench.reports.site.history import SeriesHistory, analyse
 from adaln_bench.reports.site.series import GroupKey, group_series
 from adaln_bench.reports.thresholds import Thresholds
 
 # Written into every site: --out may replace a directory only when it holds this file (an earlier site).
-MARKER = ".adaln-bench-site"
+MARKER = SITE_MARKER
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from adaln_bench.reports.schema import Report
 
 # A run's small index of the reports it wrote (the coming results/<gpu>/<op>/ layout): not a report.
 RUN_INDEX_KIND = "adaln_bench_run_index"
+# The file every published site holds (build.MARKER): a site under an input folder is not read back in.
+SITE_MARKER = ".adaln-bench-site"
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,10 @@ def report_files(paths: Iterable[Path]) -> list[Path]:
     found: dict[Path, None] = {}
     for p in paths:
         if p.is_dir():
+            sites = {m.parent for m in p.rglob(SITE_MARKER)}
             for f in sorted(p.rglob("*.json")):
-                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts):
+                if (f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+                        and not any(parent in sites for parent in f.parents)):
                     found[f] = None
         elif p.is_file():
             found[p] = None
