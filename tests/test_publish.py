@@ -59,6 +59,19 @@ def test_a_step_the_samples_do_not_confirm_or_below_the_threshold_is_not_marked(
     assert steps.detect_steps(small, [0.001] * 10, 0.05, lambda a, b: True) == []
 
 
+def test_run_to_run_noise_is_no_step_and_a_10_percent_step_is_found():
+    """2 % noise between runs (far above each run's own sample noise): the series' noise decides."""
+    false, found = 0, 0
+    for seed in range(60):
+        rng = random.Random(seed)
+        values = [1 + rng.gauss(0, 0.02) for _ in range(30)]
+        false += bool(steps.detect_steps(values, [0.001] * 30, 0.05, lambda a, b: True))
+        stepped = values[:15] + [v * 1.10 for v in values[15:]]
+        found += any(abs(s.index - 15) <= 1 for s in steps.detect_steps(stepped, [0.001] * 30, 0.05,
+                                                                         lambda a, b: True))
+    assert false == 0 and found >= 57
+
+
 def test_fit_segments_splits_where_the_level_moves():
     assert steps.fit_segments([0.0] * 4 + [1.0] * 4, [0.01] * 8) == [0, 4]
     assert steps.fit_segments([0.0, 0.001, -0.001, 0.0], [0.01] * 4) == [0]
