@@ -195,7 +195,3 @@ def analyse(series: Series, thresholds: Thresholds = Thresholds()) -> SeriesHist
     errors = _error_changes(series, thresholds)
     verdicts = _verdict_changes(series)
     return SeriesHistory(series, runs, errors, verdicts, _summary(series, runs, errors, verdicts))
-
-
-def latest_point(series: Series) -> Point:
-    return series.points[-1]

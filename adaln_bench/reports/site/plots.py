@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from adaln_bench.errors import UserError
 from adaln_bench.reports import format as fmt
 from adaln_bench.reports.site.history import Mark, SeriesHistory
-from adaln_bench.reports.site.series import RATIO, _t_key
+from adaln_bench.reports.site.series import RATIO
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf", "#d62728")
@@ -44,19 +44,10 @@ def _step_lines(ax, marks: list[Mark]) -> None:
         ax.axvline(at - 0.5, color=colour, linestyle="--", linewidth=1.2, alpha=0.8)
 
 
-def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) -> Optional[str]:
-    """The series' figure as an <svg> element, or None when it has nothing to plot."""
-    import matplotlib
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
+def _panels(history: SeriesHistory) -> list[tuple[str, str]]:
     series = history.series
-    n = len(series.points)
-    if n < 2:
-        return None  # one point is a row of the table, not a history
-    ratio_runs = [r for r in history.runs if r.basis == RATIO]
-    panels: list[tuple[str, str]] = []
-    if ratio_runs:
+    panels = []
+    if any(r.basis == RATIO for r in history.runs):
         panels.append(("ratio", "device time ÷ reference beside it (paired)"))
     if history.runs:
         panels.append(("absolute", "device time per call (µs)"))
@@ -64,75 +55,94 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
         panels.append(("fwd", "worst forward error vs FP64"))
     if any(p.grad_err for p in series.points):
         panels.append(("grad", "worst gradient error vs FP64"))
-    if not panels:
-        return None
-    ts = series.ts()
+    return panels
+
+
+def _points(history: SeriesHistory, kind: str, t: str) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """(filled, hollow) markers of one T in one panel, as (point index, value)."""
+    if kind == "ratio":
+        return [(i, lat.value) for r in history.runs if r.t == t and r.basis == RATIO
+                for i, lat in zip(r.indexes, r.latencies)], []
+    if kind == "absolute":  # hollow where a ratio exists: context only, the ratio is what is judged
+        filled, hollow = [], []
+        for r in history.runs:
+            if r.t == t:
+                for i, lat in zip(r.indexes, r.latencies):
+                    (hollow if r.basis == RATIO else filled).append((i, lat.absolute_us))
+        return filled, hollow
+    attr = "fwd_err" if kind == "fwd" else "grad_err"
+    return [(i, v) for i, p in enumerate(history.series.points)
+            if (v := getattr(p, attr).get(t)) is not None and v > 0], []
+
+
+def _tick_labels(history: SeriesHistory) -> list[str]:
+    """Commit and day under each point; the commit alone when there are many, every k-th beyond 30."""
+    points = history.series.points
+    n = len(points)
+    labels = [p.commit if n > 8 else f"{p.commit}\n{p.date[5:] if p.date != 'undated' else ''}" for p in points]
+    every_k = max(1, (n + 29) // 30)
+    return [label if i % every_k == 0 else "" for i, label in enumerate(labels)]
+
+
+def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) -> Optional[str]:
+    """The series' figure as an <svg> element, or None when it has fewer than two points or no numbers."""
+    import matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    n = len(history.series.points)
+    panels = _panels(history)
+    if n < 2 or not panels:
+        return None  # one point is a row of the table, not a history
+    ts = history.series.ts()
     colour = {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(ts)}
     cols = 2 if len(panels) > 1 else 1
     rows = (len(panels) + cols - 1) // cols
+    height = 2.9 * rows + 0.6
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "adaln-bench", "font.size": 8}):
-        fig = Figure(figsize=(5.4 * cols, 2.9 * rows + 0.6))
-        fig.subplots_adjust(left=0.07, right=0.99, top=1 - 0.45 / (2.9 * rows + 0.6), bottom=0.13 if rows == 1 else 0.08, wspace=0.15, hspace=0.55)
+        fig = Figure(figsize=(5.4 * cols, height))
+        # Fixed margins rather than a layout engine: it would draw every figure twice.
+        fig.subplots_adjust(left=0.07, right=0.99, top=1 - 0.45 / height, bottom=0.13 if rows == 1 else 0.08,
+                            wspace=0.15, hspace=0.55)
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(panels):]:
             ax.set_visible(False)
-        # Commit and day under each point; the commit alone when there are many, and every k-th beyond 30.
-        labels = [p.commit if n > 8 else f"{p.commit}\n{p.date[5:] if p.date != 'undated' else ''}"
-                  for p in series.points]
-        every_k = max(1, (n + 29) // 30)
-        labels = [label if i % every_k == 0 else "" for i, label in enumerate(labels)]
+        labels = _tick_labels(history)
         for ax, (kind, title) in zip(axes, panels):
             ax.set_title(title, fontsize=9, loc="left")
             for t in ts:
-                if kind == "ratio":
-                    pts = [(i, lat.value) for r in ratio_runs if r.t == t for i, lat in zip(r.indexes, r.latencies)]
-                    hollow: list[tuple[int, float]] = []
-                elif kind == "absolute":
-                    pts, hollow = [], []
-                    for r in history.runs:
-                        if r.t == t:
-                            for i, lat in zip(r.indexes, r.latencies):
-                                (hollow if r.basis == RATIO else pts).append((i, lat.absolute_us))
-                else:
-                    attr = "fwd_err" if kind == "fwd" else "grad_err"
-                    pts = [(i, v) for i, p in enumerate(series.points)
-                           if (v := getattr(p, attr).get(t)) is not None and v > 0]
-                    hollow = []
-                every = sorted(pts + hollow)
+                filled, hollow = _points(history, kind, t)
+                every = sorted(filled + hollow)
                 if not every:
                     continue
                 ax.plot([i for i, _ in every], [v for _, v in every], color=colour[t], linewidth=1, alpha=0.6)
-                for group, face in ((pts, colour[t]), (hollow, "none")):
+                for group, face in ((filled, colour[t]), (hollow, "none")):
                     if group:
-                        sc = ax.scatter([i for i, _ in group], [v for _, v in group], s=18, zorder=3,
-                                        facecolors=face, edgecolors=colour[t], )
-                        sc.set_urls([link(i) for i, _ in group])
-            if kind in ("ratio", "absolute"):
-                tested = [m for r in history.runs if (r.basis == RATIO) == (kind == "ratio") for m in r.steps]
-                _step_lines(ax, tested)
-                if kind == "absolute":
-                    ax.set_yscale("log")
-                    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
-                    # Plain tick labels: matplotlib's default log labels are mathtext, slow to lay out.
-                    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.duration(v, fmt.AXIS)))
-                    ax.yaxis.set_minor_formatter(NullFormatter())
-                else:
-                    ax.axhline(1.0, color="#999", linewidth=0.8)
+                        markers = ax.scatter([i for i, _ in group], [v for _, v in group], s=18, zorder=3,
+                                             facecolors=face, edgecolors=colour[t])
+                        markers.set_urls([link(i) for i, _ in group])
+            if kind == "ratio":
+                ax.axhline(1.0, color="#999", linewidth=0.8)
+                _step_lines(ax, [m for r in history.runs if r.basis == RATIO for m in r.steps])
             else:
                 ax.set_yscale("log")
                 ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
-                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.axis_error(v)))
+                # Plain tick labels: matplotlib's default log labels are mathtext, slow to lay out.
+                label = (lambda v, _: fmt.duration(v, fmt.AXIS)) if kind == "absolute" else (
+                    lambda v, _: fmt.axis_error(v))
+                ax.yaxis.set_major_formatter(FuncFormatter(label))
                 ax.yaxis.set_minor_formatter(NullFormatter())
-                _step_lines(ax, [m for m in history.error_changes if m.what.startswith(kind + " ")])
+                if kind == "absolute":
+                    _step_lines(ax, [m for r in history.runs if r.basis != RATIO for m in r.steps])
+                else:
+                    _step_lines(ax, [m for m in history.error_changes if m.what.startswith(kind + " ")])
             ax.set_xlim(-0.5, n - 0.5)
             ax.set_xticks(range(n), labels, rotation=60 if n > 6 else 0, fontsize=6.5)
             ax.grid(True, alpha=0.3)
-        from matplotlib.lines import Line2D
-
         handles = [Line2D([], [], color=colour[t], marker="o", markersize=4, linewidth=1, label=f"T={t}") for t in ts]
         fig.legend(handles=handles, loc="upper right", ncols=len(ts), fontsize=7, frameon=False)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]
-    return _prefix_ids(svg, prefix)
+    return _prefix_ids(svg[svg.index("<svg"):], prefix)
