@@ -110,29 +110,40 @@ def _since(history: SeriesHistory, index: Optional[int], none: str, lead: str, f
     return f'<div class="since">{e(lead)} {e(point_at(points[index]))}{e(note)}</div>'
 
 
+def _latency_lines(history: SeriesHistory) -> str:
+    s = history.summary
+    lat = s.latency
+    if lat is None:
+        return '<div class="ratio muted">no device time</div>'
+    absolute = ' <span class="muted">absolute</span>' if lat.basis != RATIO else ""
+    trend = (f'<span class="trend trend-{s.trend}" title="{e(s.trend_text)}">{TREND_MARK[s.trend]} '
+             f"{TREND_WORD[s.trend]}</span>")
+    note = " (absolute time)" if s.step_basis == "absolute" else ""
+    return (f'<div class="ratio"><span title="{e(latency_title(lat))}">{e(latency_text(lat))}</span>{absolute} '
+            f'<span class="muted">T={e(s.headline_t)}</span> {trend}</div>'
+            + _since(history, s.latency_since, "no step", "step at", s.latency_first, note))
+
+
+def _error_lines(history: SeriesHistory) -> str:
+    s = history.summary
+    if s.fwd_err is None and s.grad_err is None:
+        return ""
+    return (f'<div class="err">fwd {e(err_text(s.fwd_err))} · grad {e(err_text(s.grad_err))}</div>'
+            + _since(history, s.error_since, "unchanged", "changed at", s.error_first))
+
+
 def index_cell(group: GroupKey, history: SeriesHistory, links: Links) -> str:
+    """Today's verdict, latency figure with its trend and worst errors, each with where it last changed."""
     s = history.summary
     series = history.series
-    vclass = VERDICT_CLASS[s.verdict]
-    lat = s.latency
-    trend = (f'<span class="trend trend-{s.trend}" title="{e(s.trend_text)}">{TREND_MARK[s.trend]} '
-             f'{TREND_WORD[s.trend]}</span>') if lat is not None else ""
-    no_data = s.verdict in (UNAVAILABLE, FAILED) and lat is None and s.fwd_err is None
-    ratio = "" if no_data else (f'<div class="ratio"><span title="{e(latency_title(lat))}">{e(latency_text(lat))}</span> '
-             f'<span class="muted">T={e(s.headline_t)}</span> {trend}</div>'
-             + _since(history, s.latency_since, "no step", "step at", s.latency_first,
-                      " (absolute time)" if s.step_basis == "absolute" else "")) if lat is not None else (
-        '<div class="ratio muted">no device time</div>')
-    errors = ""
-    if s.fwd_err is not None or s.grad_err is not None:
-        errors = (f'<div class="err">fwd {e(err_text(s.fwd_err))} · grad {e(err_text(s.grad_err))}</div>'
-                  + _since(history, s.error_since, "unchanged", "changed at", s.error_first))
-    verdict_since = f'<div class="since">since {e(point_at(series.points[s.verdict_since]))}</div>'
-    return (f'<td class="cell v-{vclass}" data-mode="{e(series.mode)}" data-candidate="{e(series.column)}" '
-            f'data-verdict="{e(s.verdict)}" data-trend="{e(s.trend) if lat is not None else ""}">'
+    nothing_measured = s.verdict in (UNAVAILABLE, FAILED) and s.latency is None and s.fwd_err is None
+    body = "" if nothing_measured else _latency_lines(history) + _error_lines(history)
+    return (f'<td class="cell v-{VERDICT_CLASS[s.verdict]}" data-mode="{e(series.mode)}" '
+            f'data-candidate="{e(series.column)}" data-verdict="{e(s.verdict)}" '
+            f'data-trend="{e(s.trend) if s.latency is not None else ""}">'
             f'<a href="{e(links.op(group.op, anchor(group, history)))}">'
-            f'<span class="verdict" title="{e(s.verdict_detail)}">{e(s.verdict)}</span>{verdict_since}'
-            f"{ratio}{errors}</a></td>")
+            f'<span class="verdict" title="{e(s.verdict_detail)}">{e(s.verdict)}</span>'
+            f'<div class="since">since {e(point_at(series.points[s.verdict_since]))}</div>{body}</a></td>')
 
 
 def matrix(group: GroupKey, histories: list[SeriesHistory], links: Links) -> str:
@@ -174,7 +185,8 @@ def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: C
              '<p class="facts">Per operator and per GPU (one series per GPU, shape, probe size and input draw), '
              "a cell per mode × candidate: today's invariance verdict, the device time over the reference "
              "(the stock path sampled beside it, paired round by round) at the largest T with its trend "
-             "(▲ slower, ▼ faster, ▬ no step beyond the series' own noise), and the worst forward and gradient "
+             "(▲ slower, ▼ faster, ▬ no step beyond the series' own noise; a time in µs or ms where the report has no "
+             "reference beside it), and the worst forward and gradient "
              "errors against FP64, each with the commit and date where it last changed. A cell links to its "
              "series.</p>"]
     for op, groups in ops.items():
