@@ -198,12 +198,12 @@ def latency_of(point: AccuracyLatency) -> Optional[Latency]:
         return None
     for metric, median, samples in (("fwd_bwd_us", dt.fwd_bwd_us, dt.fwd_bwd_samples),
                                     ("fwd_us", dt.fwd_us, dt.fwd_samples)):
-        if median is None or not samples:
+        if median is None or median <= 0 or not samples:
             continue
         ref = dt.reference
         ratio = None if ref is None else (ref.fwd_bwd_ratio if metric == "fwd_bwd_us" else ref.fwd_ratio)
         pairs = reference_ratios(dt, metric, list(samples)) if ref is not None else None
-        if ratio is not None and pairs:
+        if ratio is not None and ratio > 0 and pairs:
             return Latency(RATIO, metric, float(ratio), float(median), tuple(pairs), point)
         if ref is None or metric == "fwd_us":
             return Latency(ABSOLUTE, metric, float(median), float(median), tuple(samples), point)
