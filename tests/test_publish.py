@@ -191,6 +191,7 @@ def test_site_is_offline_and_every_link_resolves(fixture_site):
 def test_op_page_has_a_plot_per_series_with_history(fixture_site):
     text = (fixture_site / "op" / "adaln_projection.html").read_text(encoding="utf-8")
     assert text.count("<svg") == 2  # diffusers[plain] and bundled; vLLM's has no number to plot
+    assert 'xlink:href="../diffs/' in text and 'xlink:href="../reports/' in text  # markers link out
     ids = re.findall(r'\bid="([^"]+)"', text)
     assert len(ids) == len(set(ids))  # inlined SVGs do not share ids
 
