@@ -17,6 +17,7 @@ from adaln_bench.commands.fidelity import fidelity_command  # noqa: E402
 from adaln_bench.commands.kernel_bench import kernel_bench_command  # noqa: E402
 from adaln_bench.commands.listing import candidates_command, env_command, modes_command, ops_command  # noqa: E402
 from adaln_bench.commands.plot import plot_command  # noqa: E402
+from adaln_bench.commands.publish import publish_command  # noqa: E402
 from adaln_bench.commands.report import report_command  # noqa: E402
 from adaln_bench.commands.run import run_command  # noqa: E402
 from adaln_bench.errors import UserError  # noqa: E402
@@ -40,6 +41,7 @@ app.command("diff")(diff_command)
 app.command("fidelity")(fidelity_command)
 app.command("kernel-bench")(kernel_bench_command)
 app.command("plot")(plot_command)
+app.command("publish")(publish_command)
 app.command("modes")(modes_command)
 app.command("ops")(ops_command)
 app.command("candidates")(candidates_command)

@@ -29,8 +29,9 @@ def load(path: Path) -> dict:
     return data
 
 
-def step(workflow: dict, name: str) -> dict:
-    (job,) = workflow["jobs"].values()
+def step(workflow: dict, name: str, job_name: str = "b200") -> dict:
+    jobs = workflow["jobs"]
+    job = jobs[job_name] if job_name in jobs else next(iter(jobs.values()))
     matches = [s for s in job["steps"] if s.get("name") == name]
     assert len(matches) == 1, f"no single step named {name!r}"
     return matches[0]
@@ -105,7 +106,7 @@ def test_nightly_triggers_runner_and_limits():
     assert wf["on"]["schedule"] and all("cron" in entry for entry in wf["on"]["schedule"])
     assert "workflow_dispatch" in wf["on"]
     assert wf["concurrency"]["group"] and wf["concurrency"]["cancel-in-progress"] is False
-    (job,) = wf["jobs"].values()
+    job = wf["jobs"]["b200"]  # the measuring job; `pages` (the dashboard's deploy) runs after it
     assert job["runs-on"] == ["self-hosted", "b200"]
     assert isinstance(job["timeout-minutes"], int) and 60 <= job["timeout-minutes"] <= 720
 
@@ -282,3 +283,82 @@ def test_baseline_is_the_newest_committed_b200_report(repo):
 def test_baseline_falls_back_to_the_reference_and_can_be_named(repo):
     assert find_baseline(repo) == "origin/main:results/b200/adaln_projection.b200.prior-art.json"
     assert find_baseline(repo, "v1.0:results/b200/x.json") == "v1.0:results/b200/x.json"
+
+
+# --- the dashboard: built on every run, deployed with its history on the default branch -------------
+
+
+def test_nightly_builds_uploads_and_deploys_the_dashboard():
+    wf = load(NIGHTLY)
+    build = step(wf, "Build the dashboard")
+    assert build["if"] == "always()"
+    assert 'adaln-bench publish results/ "$HISTORY_DIR" --out "$SITE_DIR"' in build["run"]
+    upload = step(wf, "Upload the dashboard")
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"].startswith("always()")
+    assert '>> "$GITHUB_STEP_SUMMARY"' in step(wf, "Link the dashboard in the summary")["run"]
+    default_branch = "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
+    assert default_branch in step(wf, "Upload the dashboard for GitHub Pages")["if"]
+    pages = wf["jobs"]["pages"]
+    assert pages["needs"] == "b200" and default_branch in pages["if"] and pages["if"].startswith("always()")
+    assert pages["permissions"] == {"contents": "write", "pages": "write", "id-token": "write"}
+    assert step(wf, "Deploy to GitHub Pages", "pages")["uses"].startswith("actions/deploy-pages@")
+    assert '>> "$GITHUB_STEP_SUMMARY"' in step(wf, "Link the dashboard in the summary", "pages")["run"]
+    assert wf["permissions"] == {"contents": "read"}  # only the deploy job writes
+
+
+def _history_remote(tmp_path: Path, files: dict[str, str] | None) -> Path:
+    """A bare remote with a default branch and, when `files` is given, the history branch holding them."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    seed = Repo(tmp_path / "seed")
+    seed.root.mkdir()
+    seed.git("init", "-q", "-b", "main")
+    for key, value in (("user.email", "t@example.com"), ("user.name", "t"), ("commit.gpgsign", "false")):
+        seed.git("config", key, value)
+    seed.commit_file("README")
+    seed.git("push", "-q", str(remote), "main")
+    if files is not None:
+        seed.git("switch", "-q", "--orphan", "dashboard-history")
+        for rel, text in files.items():
+            (seed.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (seed.root / rel).write_text(text)
+            seed.git("add", rel)
+        seed.git("commit", "-q", "-m", "history")
+        seed.git("push", "-q", str(remote), "dashboard-history")
+    return remote
+
+
+def _clone(remote: Path, where: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", str(remote), str(where)], check=True)
+    return where
+
+
+@pytest.mark.parametrize("has_history", [True, False])
+def test_fetch_history_unpacks_the_branch_beside_the_checkout(tmp_path, has_history):
+    remote = _history_remote(tmp_path, {"reports/b200/old.json": "{}"} if has_history else None)
+    work = _clone(remote, tmp_path / "work")
+    env = {"HISTORY_BRANCH": "dashboard-history", "HISTORY_DIR": ".dashboard-history"}
+    proc = run_step(step(load(NIGHTLY), "Fetch the dashboard's history")["run"], env, work)
+    assert proc.returncode == 0, proc.stderr
+    assert (work / ".dashboard-history" / "reports" / "b200" / "old.json").is_file() == has_history
+    assert (work / "README").is_file()  # the checkout itself is untouched
+    assert ("no dashboard-history branch yet" in proc.stdout) != has_history
+
+
+@pytest.mark.parametrize("has_history", [True, False])
+def test_keep_history_adds_tonights_report_to_the_branch(tmp_path, has_history):
+    remote = _history_remote(tmp_path, {"reports/b200/old.json": "{}"} if has_history else None)
+    work = _clone(remote, tmp_path / "work")
+    (work / "incoming" / "results" / "b200").mkdir(parents=True)
+    (work / "incoming" / "results" / "b200" / "nightly-abc.json").write_text('{"tonight": 1}')
+    env = {"HISTORY_BRANCH": "dashboard-history", "GITHUB_SHA": "abc"}
+    script = step(load(NIGHTLY), "Keep tonight's report in the history", "pages")["run"]
+    proc = run_step(script, env, work)
+    assert proc.returncode == 0, proc.stderr
+    listing = subprocess.run(["git", "ls-tree", "-r", "--name-only", "dashboard-history"], cwd=remote,
+                             capture_output=True, text=True, check=True).stdout.split()
+    expected = ["reports/b200/nightly-abc.json"] + (["reports/b200/old.json"] if has_history else [])
+    assert sorted(listing) == sorted(expected)
+    again = run_step(script, env, work)  # a rerun of the job adds nothing
+    assert again.returncode == 0, again.stderr
+    assert "already in the history" in again.stdout

@@ -1,0 +1,91 @@
+"""Find report files under the paths given and read them; skip what is not a report, and say how many."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from adaln_bench.errors import NotAReportError, UserError
+from adaln_bench.reports.io import parse_report
+from adaln_bench.reports.schema import Report
+
+# A run's small index of the reports it wrote (the coming results/<gpu>/<op>/ layout): not a report.
+RUN_INDEX_KIND = "adaln_bench_run_index"
+# The file every published site holds (build.MARKER): a site under an input folder is not read back in.
+SITE_MARKER = ".adaln-bench-site"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One report file: where it came from, its bytes' SHA-256, and its name in SITE/reports/."""
+
+    path: Path
+    report: Report
+    sha256: str
+    site_name: str
+    data: bytes = field(repr=False)
+
+
+@dataclass
+class Collected:
+    reports: list[Loaded]
+    not_reports: list[Path] = field(default_factory=list)  # JSON that is not a report (quietly skipped)
+    run_indexes: int = 0
+    duplicates: int = 0  # the same bytes found twice (a report in results/ and in the kept history)
+
+
+def report_files(paths: Iterable[Path]) -> list[Path]:
+    """Each file as given, and every *.json under each folder, recursively; sorted, each once."""
+    found: dict[Path, None] = {}
+    for p in paths:
+        if p.is_dir():
+            sites = {m.parent for m in p.rglob(SITE_MARKER)}
+            for f in sorted(p.rglob("*.json")):
+                if (f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+                        and not any(parent in sites for parent in f.parents)):
+                    found[f] = None
+        elif p.is_file():
+            found[p] = None
+        else:
+            raise UserError(f"{p}: no such file or directory")
+    return list(found)
+
+
+def _site_name(path: Path, digest: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", path.stem)[:80]
+    return f"{stem}.{digest[:8]}.json"
+
+
+def collect(paths: Iterable[Path]) -> Collected:
+    out = Collected([])
+    seen: set[str] = set()
+    for f in report_files(paths):
+        try:
+            data = f.read_bytes()
+        except OSError:
+            out.not_reports.append(f)
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in seen:
+            out.duplicates += 1
+            continue
+        try:
+            text = data.decode("utf-8")
+            head = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            out.not_reports.append(f)
+            continue
+        if isinstance(head, dict) and head.get("kind") == RUN_INDEX_KIND:
+            out.run_indexes += 1
+            continue
+        try:
+            report = parse_report(text, str(f))
+        except NotAReportError:
+            out.not_reports.append(f)
+            continue
+        seen.add(digest)
+        out.reports.append(Loaded(f, report, digest, _site_name(f, digest), data))
+    return out
