@@ -15,9 +15,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, not an installed copy
-from adaln_bench.harness.inputs import make_params, make_temb  # noqa: E402
+from adaln_bench.ops.adaln_projection.inputs import make_params, make_temb  # noqa: E402
 from adaln_bench.harness.shapes import PRESETS  # noqa: E402
-from adaln_bench.kernels.diffusers_baseline import replay  # noqa: E402
+from adaln_bench.ops.adaln_projection import replay  # noqa: E402
 
 
 def kernels_of(step, reps: int = 3) -> list[tuple[str, float]]:

@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     bias = (torch.randn(n, generator=g, device=dev) * 0.02).to(torch.bfloat16)
     lib = None
     if args.library:
-        from adaln_bench.kernels.bench.subjects import library_subject, parse_library
+        from adaln_bench.kernel_bench.subjects import library_subject, parse_library
         lib = library_subject(parse_library(args.library), dev).library
     import triton
 

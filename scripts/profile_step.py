@@ -18,10 +18,10 @@ import sys
 import torch
 
 from adaln_bench.harness.device_time import GraphSampler
-from adaln_bench.harness.inputs import make_params
+from adaln_bench.ops.adaln_projection.inputs import make_params
 from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.kernels.bench.child import forward_and_step
-from adaln_bench.kernels.bench.subjects import cublas_subject, library_subject, parse_library
+from adaln_bench.kernel_bench.child import forward_and_step
+from adaln_bench.kernel_bench.subjects import cublas_subject, library_subject, parse_library
 
 
 def per_kernel(spans: list[tuple[str, float, float]], replays: int) -> list[tuple[str, float, float]]:
