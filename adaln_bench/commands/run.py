@@ -79,7 +79,16 @@ def _check_cpu_cost(ops, shape: Shape, quick: bool, yes: bool) -> None:
     print(f"adaln-bench: warning: {what}; running it because of --yes", file=sys.stderr)
 
 
-def run_name(device: str, shape: Shape, quick: bool, latency_only: bool, modes, all_modes: bool):
+def _draw_geometry(text: str, device: str):
+    from adaln_bench.draws import geometry
+
+    geom = geometry(text)
+    if not geom.is_native and device != "cuda":
+        raise UserError(f"--draw-geometry {text}: CPU draws depend on no GPU; the option is for CUDA runs")
+    return geom
+
+
+def run_name(device: str, shape: Shape, quick: bool, latency_only: bool, modes, all_modes: bool, geometry=None):
     from adaln_bench.harness.environment import gpu_slug, tool_git_state
     from adaln_bench.reports.naming import RunName, shape_tag
 
@@ -87,7 +96,8 @@ def run_name(device: str, shape: Shape, quick: bool, latency_only: bool, modes, 
     commit, dirty = tool_git_state()
     tag = (commit[:7] if commit else "nocommit") + ("-dirty" if dirty else "")
     return RunName(slug, tag, shape_tag(shape), quick, latency_only,
-                   None if all_modes else tuple(m.name for m in modes))
+                   None if all_modes else tuple(m.name for m in modes),
+                   None if geometry is None or geometry.is_native else geometry.name)
 
 
 def _projection_only_option(preset: Optional[str], dim, hidden, modalities) -> Optional[str]:
@@ -133,6 +143,10 @@ def run_command(
     cold_start: bool = typer.Option(True, "--cold-start/--no-cold-start",
                                     help="Check each candidate's first forward + backward in a fresh process "
                                     "(one extra process per candidate and mode). Off: no cold_start in the report."),
+    draw_geometry: str = typer.Option("native", "--draw-geometry", metavar="GEOMETRY",
+                                      help="CUDA runs: draw the seeded inputs as torch does on a GPU with this many "
+                                      "SMs: native (this GPU's), h200 (132), b200 (148) or a number; so that "
+                                      "reports of two GPUs compare on the same inputs."),
     repeat: int = typer.Option(1, "--repeat", metavar="K",
                                help="Measure each mode's latency in K fresh processes, interleaved, every sample "
                                "kept (device time); probes and accuracy run once. The nightly uses 3."),
@@ -158,6 +172,7 @@ def run_command(
         raise UserError(f"--megatron-src {megatron_src}: not a directory")
     run_device = resolve_device(device)
     slots = _parse_gpus(gpus, run_device)
+    geometry = _draw_geometry(draw_geometry, run_device)
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
     only = _projection_only_option(preset, dim, hidden, modalities) or (
         f"--out {out}" if out is not None and out.suffix == ".json" and not op else None)
@@ -170,7 +185,7 @@ def run_command(
     single_file = out is not None and len(ops) == 1 and out.suffix == ".json"
     if out is not None and out.suffix == ".json" and len(ops) > 1:
         raise UserError(f"--out {out}: with {len(ops)} operators --out names a directory (or pass one --op)")
-    name = run_name(run_device, shape, quick, latency_only, modes, all_modes=not mode)
+    name = run_name(run_device, shape, quick, latency_only, modes, all_modes=not mode, geometry=geometry)
     out_target = check_writable(out, directory=False) if single_file else check_writable(
         out or Path("results") / name.slug, directory=True)
     if run_device == "cpu":
@@ -190,7 +205,8 @@ def run_command(
     options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None,
-                           probes=not latency_only, accuracy=not latency_only, cold_start=cold_start)
+                           probes=not latency_only, accuracy=not latency_only, cold_start=cold_start,
+                           draw_geometry=geometry.name)
     skipped_names = {m.name for m in skipped}
     if run_device == "cpu" and slots == [None]:
         # Each CPU child uses one torch thread: the operators of a mode are dealt over the cores instead.
@@ -237,7 +253,7 @@ def run_command(
             outcomes.setdefault(job.key, runner.not_started(job))
         context = RunContext(modes=modes, outcomes={}, shape=shape, device=run_device, quick=quick,
                              started_at=started_at, wall_s=time.monotonic() - t0, argv=list(sys.argv),
-                             interpreters=interpreters)
+                             interpreters=interpreters, draw_geometry=geometry)
         reports = {}
         for operator in ops:
             per_mode = {job.mode.name: outcomes[job.key] for job in jobs

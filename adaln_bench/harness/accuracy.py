@@ -13,7 +13,7 @@ import torch
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness.subject import Subject, as_outputs
-from adaln_bench.ops.draws import draw_rows
+from adaln_bench.ops.draws import draw_rows, draw_upstream
 from adaln_bench.reports.schema import GradRelErr
 from adaln_bench.shape import Shape
 
@@ -62,8 +62,7 @@ def measure_accuracy(subject: Subject, params: dict[str, torch.Tensor], shape: S
     else:
         with torch.no_grad():
             y = joined(subject.forward(leaves))
-    g = torch.Generator(device=device).manual_seed(P.ACCURACY_UPSTREAM_SEED)
-    upstream = torch.randn(y.shape, generator=g, device=device).to(y.dtype)
+    upstream = draw_upstream([tuple(y.shape)], [y.dtype], P.ACCURACY_UPSTREAM_SEED, device)[0]
     if subject.has_backward:
         y.backward(upstream)
     with mode_off():

@@ -13,7 +13,8 @@ from adaln_bench.harness.runner import ModeOutcome
 from adaln_bench.modes.registry import Mode
 from adaln_bench.ops.spec import Operator
 from adaln_bench.reports.mode_environments import modes_with_other_inputs
-from adaln_bench.reports.schema import (SCHEMA_VERSION, REPORT_KIND, CandidateUnavailable, Environment, ModeRun,
+from adaln_bench.reports.schema import (SCHEMA_VERSION, REPORT_KIND, CandidateUnavailable, DrawGeometryRecord,
+                                        Environment, ModeRun,
                                         Report, Shape as ShapeModel, ToolInfo)
 from adaln_bench.shape import Shape
 
@@ -41,6 +42,7 @@ class RunContext:
     wall_s: float
     argv: list[str]
     interpreters: dict[str, str]
+    draw_geometry: Optional[object] = None  # adaln_bench.draws.DrawGeometry; None or native: torch's own
 
 
 def _parent_environment(outcomes: dict[str, ModeOutcome], interpreters: dict[str, str], device: str) -> Environment:
@@ -116,4 +118,12 @@ def assemble_report(op: Operator, run: RunContext, candidates: dict[str, list[st
         started_at=run.started_at.isoformat(timespec="seconds"),
         wall_s=round(run.wall_s, 3),
         inputs_differ=modes_with_other_inputs(mode_runs, sys.executable),
+        draw_geometry=_geometry_record(run),
     )
+
+
+def _geometry_record(run: RunContext) -> Optional[DrawGeometryRecord]:
+    geom = run.draw_geometry
+    if geom is None or run.device != "cuda":
+        return None
+    return DrawGeometryRecord(name=geom.name, sms=geom.sms)

@@ -44,6 +44,10 @@ def run_child(spec: ChildSpec) -> ChildResult:
     from adaln_bench.ops.draws import draw_params
     from adaln_bench.ops.registry import get_operator
 
+    from adaln_bench.draws import geometry
+    from adaln_bench.ops.draws import use_geometry
+
+    use_geometry(geometry(spec.draw_geometry))  # before anything is drawn
     mode = all_modes(spec.modes_file)[spec.mode]
     result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
     device = torch.device(spec.device)
@@ -139,7 +143,7 @@ def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int):
     result_path = Path(spec.result_path).with_name(f"{spec.mode}.cold-start.{index}.json")
     return check_cold_start(ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src,
                                           op=op, candidate=candidate, device=spec.device, shape=spec.shape,
-                                          result_path=str(result_path)))
+                                          draw_geometry=spec.draw_geometry, result_path=str(result_path)))
 
 
 def main(argv: list[str]) -> int:

@@ -47,6 +47,7 @@ class ColdStartSpec(BaseModel):
     modes_file: Optional[str] = None
     megatron_src: Optional[str] = None
     op: str = "adaln_projection"
+    draw_geometry: str = "native"
     candidate: str
     device: str
     shape: Shape
@@ -173,6 +174,10 @@ def run_steps(spec: ColdStartSpec) -> ColdStart:
     from adaln_bench.ops.draws import draw_params, draw_rows, draw_upstream
     from adaln_bench.ops.registry import get_operator
 
+    from adaln_bench.draws import geometry
+    from adaln_bench.ops.draws import use_geometry
+
+    use_geometry(geometry(spec.draw_geometry))
     device = torch.device(spec.device)
     if device.type == "cuda":
         torch.cuda.set_device(0)  # as the mode's child does: the slot's GPU is the only one visible

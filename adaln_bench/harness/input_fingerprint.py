@@ -39,4 +39,15 @@ def input_fingerprint(op: Operator, shape: Shape, params: dict[str, torch.Tensor
           hashlib.sha256("".join(tensor_sha256(u) for u in upstream).encode()).hexdigest())
     permutation = torch.randperm(rows, generator=torch.Generator().manual_seed(seed))
     return InputFingerprint(seed=seed, rows=rows, **hashes, upstream_sha256=up,
-                            permutation_sha256=tensor_sha256(permutation))
+                            permutation_sha256=tensor_sha256(permutation), draw_geometry=geometry_record(device))
+
+
+def geometry_record(device: torch.device):
+    """The geometry this process's CUDA draws follow; None on a CPU (its draws depend on no GPU) or natively."""
+    from adaln_bench.ops.draws import current_geometry
+    from adaln_bench.reports.schema import DrawGeometryRecord
+
+    geom = current_geometry()
+    if geom is None or torch.device(device).type != "cuda":
+        return None
+    return DrawGeometryRecord(name=geom.name, sms=geom.sms)

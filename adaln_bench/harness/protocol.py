@@ -48,6 +48,8 @@ class ChildSpec(BaseModel):
     latency: bool = True
     # The cold-start check per candidate (with the probes only); off: the report has no cold_start entries.
     cold_start: bool = True
+    # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
+    draw_geometry: str = "native"
 
 
 class ChildResult(BaseModel):

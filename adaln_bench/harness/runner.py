@@ -81,12 +81,14 @@ class ChildOptions:
     latency: bool = True
     # Each candidate's first forward + backward in a fresh process (harness/cold_start.py); `--no-cold-start`.
     cold_start: bool = True
+    draw_geometry: str = "native"
 
     def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path) -> ChildSpec:
         return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
                          work=list(work), device=self.device, shape=self.shape, quick=self.quick,
                          result_path=str(result_path), check_only=self.check_only, probes=self.probes,
-                         accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start)
+                         accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start,
+                         draw_geometry=self.draw_geometry)
 
 
 def _tail(path: Path) -> str:

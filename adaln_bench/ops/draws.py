@@ -7,18 +7,59 @@ seeded `seed`, one draw per output in order.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 
+from adaln_bench.draws import DrawGeometry
 from adaln_bench.ops.spec import Normal, Operator, Packed, TensorSpec, Uniform, scale_value
 from adaln_bench.shape import Shape
 
 PARAM_SEED = 1
 
+# The launch geometry every seeded CUDA draw of this process follows (`run --draw-geometry`): None draws with
+# torch's own generator, as on the running GPU; a DrawGeometry draws as torch does on a GPU with that many SMs
+# (adaln_bench/draws). Set once, by the mode's child, before anything is drawn. CPU draws never depend on it.
+_GEOMETRY: Optional[DrawGeometry] = None
 
-def generator(device: torch.device, seed: int, salt: int) -> torch.Generator:
-    return torch.Generator(device=device).manual_seed(seed * 1000 + salt)
+
+def use_geometry(geometry: Optional[DrawGeometry]) -> None:
+    global _GEOMETRY
+    _GEOMETRY = None if geometry is None or geometry.is_native else geometry
+
+
+def current_geometry() -> Optional[DrawGeometry]:
+    return _GEOMETRY
+
+
+def seeded(device: torch.device, seed: int):
+    """A fresh generator seeded `seed` on `device`, in this process's draw geometry."""
+    if _GEOMETRY is not None and torch.device(device).type == "cuda":
+        from adaln_bench import draws
+
+        return draws.generator(_GEOMETRY, seed, device)
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def generator(device: torch.device, seed: int, salt: int):
+    return seeded(device, seed * 1000 + salt)
+
+
+def randn(shape, gen, device: torch.device) -> torch.Tensor:
+    """`torch.randn(shape, generator=gen)` in float32, whichever kind of generator `seeded` gave."""
+    if isinstance(gen, torch.Generator):
+        return torch.randn(shape, generator=gen, device=device)
+    from adaln_bench import draws
+
+    return draws.randn(shape, gen)
+
+
+def rand(shape, gen, device: torch.device) -> torch.Tensor:
+    if isinstance(gen, torch.Generator):
+        return torch.rand(shape, generator=gen, device=device)
+    from adaln_bench import draws
+
+    return draws.rand(shape, gen)
 
 
 def draw_tensor(spec: TensorSpec, sizes: Shape, seed: int, n: int, device: torch.device,
@@ -31,11 +72,11 @@ def draw_tensor(spec: TensorSpec, sizes: Shape, seed: int, n: int, device: torch
         return layout[draw.field]
     s = PARAM_SEED if spec.role == "param" else seed
     if isinstance(draw, Normal):
-        x = torch.randn(shape, generator=generator(device, s, draw.salt), device=device)
+        x = randn(shape, generator(device, s, draw.salt), device)
         if draw.scale is not None:
             x = x * scale_value(draw.scale, sizes)
     elif isinstance(draw, Uniform):
-        x = torch.rand(shape, generator=generator(device, s, draw.salt), device=device)
+        x = rand(shape, generator(device, s, draw.salt), device)
         if draw.offset is not None:
             x = draw.offset + x
     else:  # pragma: no cover - the spec's union is closed
@@ -71,5 +112,5 @@ def draw_upstream(shapes: Sequence[tuple[int, ...]], dtypes: Sequence[torch.dtyp
                   device: torch.device) -> tuple[torch.Tensor, ...]:
     """The upstream gradients, drawn once for the full batch: one generator seeded `seed`, `randn` per output
     in order, each cast to its output's dtype. Sub-batches take their matching rows."""
-    g = torch.Generator(device=device).manual_seed(seed)
-    return tuple(torch.randn(shape, generator=g, device=device).to(dtype) for shape, dtype in zip(shapes, dtypes))
+    g = seeded(device, seed)
+    return tuple(randn(shape, g, device).to(dtype) for shape, dtype in zip(shapes, dtypes))

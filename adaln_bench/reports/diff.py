@@ -281,6 +281,9 @@ def compare_configuration(
     if shape_blocks:
         blockers.append(f"different shapes: OLD {_shape_text(old)}, NEW {_shape_text(new)}")
 
+    geo_old, geo_new = _geometry_text(old), _geometry_text(new)
+    add("draw_geometry", geo_old, geo_new,
+        note="other seeded inputs: the numbers do not compare bit for bit (run --draw-geometry)")
     add("kind", old.kind, new.kind)
     add("op", old.op, new.op, old.op != new.op)
     if old.op != new.op:
@@ -288,6 +291,12 @@ def compare_configuration(
     add("incomplete", bool(old.incomplete), bool(new.incomplete),
         note="the run was cut short; what it did not reach shows as MISSING" if new.incomplete else "")
     return diffs, blockers
+
+
+def _geometry_text(report: Report) -> str:
+    """The draws' geometry: `native` unless the report says another (reports before the option were native)."""
+    g = report.draw_geometry
+    return "native" if g is None or g.sms is None else f"{g.name} ({g.sms} SMs)"
 
 
 def _effective_mode_environment(report: Report, mode: str) -> Optional[dict[str, Optional[str]]]:

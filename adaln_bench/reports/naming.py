@@ -21,6 +21,7 @@ class RunName:
     quick: bool = False
     latency_only: bool = False
     modes: Optional[tuple[str, ...]] = None  # None: every mode
+    draws: Optional[str] = None  # `--draw-geometry` when not native: "b200", "148"
 
     def suffix(self) -> str:
         parts = [self.slug, self.tag, self.shape]
@@ -28,6 +29,8 @@ class RunName:
             parts.append("quick")
         if self.latency_only:
             parts.append("latency")
+        if self.draws:
+            parts.append(f"draws-{self.draws}")
         if self.modes:
             parts.append("+".join(self.modes))
         return ".".join(parts)

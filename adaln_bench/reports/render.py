@@ -246,8 +246,11 @@ def has_ratios(report: Report) -> bool:
         for cands in report.results.values() for e in cands.values())
 
 
-def device_title(report: Report) -> str:
+def device_title(report: Report, markdown: bool = False) -> str:
     """Says × only where the report holds ratios (older reports have device time without a reference)."""
+    if markdown:
+        what = "the cuBLAS path" if report.op == "adaln_projection" else "the stock path"
+        return "Forward + backward device time" + (f" (× {what} sampled beside it)" if has_ratios(report) else "")
     return "forward + backward device time" + (
         f" (× {stock_name(report)}, timed beside it)" if has_ratios(report) else "")
 
@@ -342,7 +345,7 @@ def markdown(report: Report) -> str:
               for name, entry in candidates.items()
               if isinstance(entry, CandidateResult) and (cells := device_cells(entry, sizes)) is not None]
     if device:
-        lines += ["", device_title(report)[0].upper() + device_title(report)[1:] + ":", ""]
+        lines += ["", device_title(report, markdown=True) + ":", ""]
         lines += markdown_table(["mode", "candidate"] + [f"{symbol}={t}" for t in sizes], device)
     groups = consistency_groups(report)
     if len(groups) > 1:

@@ -294,6 +294,14 @@ class ModeEnvironment(_Model):
     framework_version: Optional[str] = None
 
 
+class DrawGeometryRecord(_Model):
+    """The launch geometry the seeded CUDA draws followed (`run --draw-geometry`): "native" (torch's own
+    generator on the running GPU, sms null) or as torch draws on a GPU with `sms` multiprocessors."""
+
+    name: str
+    sms: Optional[int] = None
+
+
 class InputFingerprint(_Model):
     """SHA-256 of the seeded inputs (docs/spec.md#3-inputs) as one child generated them: equal in every mode, or the
     output fingerprints and the consistency matrix compare different numbers."""
@@ -308,6 +316,7 @@ class InputFingerprint(_Model):
     upstream_sha256: str
     # torch.randperm(rows) from a CPU generator seeded `seed`: the batch-size sweep draws its fillers so.
     permutation_sha256: Optional[str] = None
+    draw_geometry: Optional[DrawGeometryRecord] = None
 
     def tensor_hashes(self) -> dict[str, str]:
         """Every input's hash by its key (`temb_sha256`, …), the upstream and permutation left out."""
@@ -373,6 +382,7 @@ class Report(_Model):
     wall_s: Optional[float] = None
     # Modes whose seeded inputs differ from those of the modes under the parent's interpreter.
     inputs_differ: Optional[list[str]] = None
+    draw_geometry: Optional[DrawGeometryRecord] = None
 
 
 CandidateResult.model_rebuild()
