@@ -242,6 +242,8 @@ def test_a_directory_of_several_operators_pairs_by_op(tmp_path, capsys):
 
     def stock_named_by_mode(data):  # pairs with the reference's `diffusers`
         data["results"]["plain"]["diffusers[plain]"] = data["results"]["plain"].pop("diffusers")
+        # as this harness writes it: the sizes the operator reads, no D
+        data.update(kind="adaln_bench", shape={"hidden": 5376, "modalities": 3, "preset": "h3"})
 
     def nudge_gate(data):
         data["results"]["plain"]["rl_kernel"]["accuracy_latency"]["4097"]["grad_rel_err"]["gate"] *= 1.001
@@ -259,6 +261,8 @@ def test_a_directory_of_several_operators_pairs_by_op(tmp_path, capsys):
     assert "| plain | diffusers (diffusers[plain] here) | no | no | yes | 1.00 / 1.00 | 10 of 10 = |" in \
         sections["norm_modulate"]
     assert "| plain | sglang | yes | yes | yes | — / — | 2 of 2 = |" in sections["norm_modulate"]
+    assert "Tensors drawn differently on the two GPUs: S=4097: x, upstream; S=32768: x, upstream." in \
+        sections["norm_modulate"]
     assert "time ratio S = 4097 / 32768" in sections["gate_residual"]
     assert "| plain | rl_kernel | 4097 | = | = | = | ≠ draw |" in sections["gate_residual"]
     assert "| plain | rl_kernel | 32768 | = | = | = | = |" in sections["gate_residual"]

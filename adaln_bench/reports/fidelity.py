@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from math import prod
 from typing import Literal, Mapping, Optional
 
 from adaln_bench.reports.diff import device_kind
@@ -71,7 +72,7 @@ def gpu_sms(gpu: Optional[str]) -> Optional[int]:
 def draw_geometry(report: Report) -> DrawGeometry:
     gpu = report.environment.gpu
     declared = (report.model_extra or {}).get("draw_geometry")
-    if isinstance(declared, dict) and isinstance(declared.get("sms"), int):
+    if isinstance(declared, dict) and isinstance(declared.get("sms"), int) and not isinstance(declared["sms"], bool):
         return DrawGeometry(gpu, str(declared.get("name") or f"{declared['sms']} SMs"), declared["sms"], True)
     return DrawGeometry(gpu, gpu, gpu_sms(gpu))
 
@@ -133,12 +134,14 @@ class DrawnDifferently:
         return "draw" if feeding else "implementation"
 
 
-def _shape_of(sizes: Mapping[str, int], prior_art: bool) -> Optional[Shape]:
-    full = {**H3_SIZES, **sizes} if prior_art else dict(sizes)
-    if not all(k in full for k in ("dim", "hidden", "modalities")):
+def _shape_of(reference: Report, report: Report) -> Optional[Shape]:
+    """The sizes both sides measured at (they agree where both record one). A size neither records is one the
+    operator does not read (a report records every size its operator's tensors name), so H3's stands in."""
+    recorded = [sizes for sizes in (report_sizes(reference), report_sizes(report)) if sizes is not None]
+    if not recorded:
         return None
-    return Shape(dim=full["dim"], hidden=full["hidden"], modalities=full["modalities"],
-                 frequency=full.get("frequency", H3_SIZES["frequency"]))
+    full = {**H3_SIZES, **recorded[0], **recorded[-1]}
+    return Shape(dim=full["dim"], hidden=full["hidden"], modalities=full["modalities"], frequency=full["frequency"])
 
 
 def drawn_differently(op_name: str, reference: Report, report: Report, sizes: tuple[str, ...]) -> DrawnDifferently:
@@ -154,28 +157,21 @@ def drawn_differently(op_name: str, reference: Report, report: Report, sizes: tu
     op = all_operators().get(op_name)
     if op is None:
         return DrawnDifferently(None, {}, f"operator {op_name} is not in the registry, reason not given")
-    prior_art = PRIOR_ART_KIND in (reference.kind, report.kind)
-    shape = _shape_of({**(report_sizes(reference) or {}), **(report_sizes(report) or {})}, prior_art)
+    shape = _shape_of(reference, report)
     if shape is None:
         return DrawnDifferently(None, {}, "the model's sizes are not recorded, reason not given")
     limit = min(ours.stride, theirs.stride)
     by_size = {}
     for size in sizes:
+        if not size.isdigit():
+            continue
         n = int(size)
-        names = [t.name for t in op.tensors
-                 if not isinstance(t.draw, Packed) and _numel(t.shape(shape, n)) > limit]
-        upstream = sum(_numel(o.shape(shape, n)) for o in op.outputs)  # one randn of the flattened outputs
+        names = [t.name for t in op.tensors if not isinstance(t.draw, Packed) and prod(t.shape(shape, n)) > limit]
+        upstream = sum(prod(o.shape(shape, n)) for o in op.outputs)  # one randn of the flattened outputs
         if op.grads and upstream > limit:
             names.append(UPSTREAM)
         by_size[size] = tuple(names)
     return DrawnDifferently(limit, by_size)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    count = 1
-    for d in shape:
-        count *= d
-    return count
 
 
 # --- the comparison ---------------------------------------------------------------------------------
