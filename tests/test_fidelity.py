@@ -10,6 +10,7 @@ import pytest
 from conftest import run_main
 
 from adaln_bench.errors import UserError
+from adaln_bench.ops.registry import get_operator
 from adaln_bench.reports.fidelity import compare_operator, drawn_differently, gpu_sms
 from adaln_bench.reports.io import parse_report, read_report
 from adaln_bench.reports.report_sets import by_operator, load_path, load_sides
@@ -191,7 +192,7 @@ def test_which_tensors_an_h200_and_a_b200_draw_differently(tmp_path):
     def drawn(op, *sizes):
         report = reference[op].model_copy(update={"environment": reference[op].environment.model_copy(
             update={"gpu": "NVIDIA H200"})})
-        result = drawn_differently(op, reference[op], report, sizes)
+        result = drawn_differently(get_operator(op), reference[op], report, sizes)
         assert result.limit == 270336
         return result.by_size
 

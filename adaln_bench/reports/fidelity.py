@@ -14,11 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from math import prod
-from typing import Literal, Mapping, Optional
+from typing import TYPE_CHECKING, Literal, Mapping, Optional
 
 from adaln_bench.reports.diff import device_kind
 from adaln_bench.reports.schema import PRIOR_ART_KIND, AccuracyLatency, CandidateResult, Report
 from adaln_bench.shape import SYMBOLS, Shape
+
+if TYPE_CHECKING:  # the operators' declarations import torch: read only when a comparison needs them
+    from adaln_bench.ops.spec import Operator
 
 # The sizes whose forward + backward times the section shows, per size family; those a report has are shown.
 LATENCY_SIZES = {"T": ("1", "3", "256", "2048"), "S": ("4097", "32768")}
@@ -144,19 +147,19 @@ def _shape_of(reference: Report, report: Report) -> Optional[Shape]:
     return Shape(dim=full["dim"], hidden=full["hidden"], modalities=full["modalities"], frequency=full["frequency"])
 
 
-def drawn_differently(op_name: str, reference: Report, report: Report, sizes: tuple[str, ...]) -> DrawnDifferently:
+def drawn_differently(op: Optional[Operator], reference: Report, report: Report,
+                      sizes: tuple[str, ...]) -> DrawnDifferently:
+    """What the two sides drew differently at each size, from `op`'s declarations (None: not registered)."""
     ours, theirs = draw_geometry(report), draw_geometry(reference)
     for g in (theirs, ours):
         if g.sms is None:
             return DrawnDifferently(None, {}, f"unknown GPU ({g.name or 'none named'}), reason not given")
     if ours.sms == theirs.sms:  # the same geometry draws the same numbers from the same seeds
         return DrawnDifferently(None, {s: () for s in sizes})
-    from adaln_bench.ops.registry import all_operators
+    if op is None:
+        return DrawnDifferently(None, {}, f"operator {report.op} is not in the registry, reason not given")
     from adaln_bench.ops.spec import Packed
 
-    op = all_operators().get(op_name)
-    if op is None:
-        return DrawnDifferently(None, {}, f"operator {op_name} is not in the registry, reason not given")
     shape = _shape_of(reference, report)
     if shape is None:
         return DrawnDifferently(None, {}, "the model's sizes are not recorded, reason not given")
@@ -246,8 +249,8 @@ class Fidelity:
         return bool(compared) and all(compared)
 
 
-def _result(report: Report, mode: str, name: Optional[str]) -> Optional[CandidateResult]:
-    entry = report.results.get(mode, {}).get(name) if name is not None else None
+def _result(report: Report, mode: str, name: str) -> Optional[CandidateResult]:
+    entry = report.results.get(mode, {}).get(name)
     return entry if isinstance(entry, CandidateResult) else None
 
 
@@ -297,11 +300,8 @@ def _size_key(size: str) -> tuple[int, str]:
 
 
 def _union(*groups) -> list[str]:
-    seen: dict[str, None] = {}
-    for group in groups:
-        for item in group:
-            seen.setdefault(item, None)
-    return list(seen)
+    """The items of every group, each once, in the order first seen."""
+    return list(dict.fromkeys(item for group in groups for item in group))
 
 
 def compare_operator(reference: Report, report: Report, reference_name: str = "REFERENCE",
@@ -317,7 +317,7 @@ def compare_operator(reference: Report, report: Report, reference_name: str = "R
     op = all_operators().get(report.op)
     symbol = op.family.size_symbol if op is not None else "n"
     latency_sizes = tuple(s for s in LATENCY_SIZES.get(symbol, tuple(sizes)) if s in sizes)
-    drawn = drawn_differently(report.op, reference, report, tuple(sizes))
+    drawn = drawn_differently(op, reference, report, tuple(sizes))
     quantities = _union([FWD], *(_errors_of(_point(entry, s)) for *_, theirs, ours in entries
                                  for entry in (theirs, ours) for s in sizes))
     rows = []
