@@ -15,22 +15,17 @@ EXIT_NOT_COMPARABLE = 3
 
 def fidelity_command(
     paths: List[Path] = typer.Argument(
-        ..., metavar="REFERENCE... REPORT...",
+        ..., metavar="PATH",
         help="Report files or run directories: the reference's first (e.g. results/b200/adaln_projection.b200."
              "prior-art.json or a folder of RL-Kernel's reports), then those from another GPU. Two paths are one "
              "side each; with more, the sides are told apart by the GPU that ran them."),
     out: Optional[Path] = typer.Option(None, "--out", metavar="FILE.md", help="Also write the Markdown there."),
 ) -> None:
-    """Per operator and candidate: the invariance verdict on both GPUs, the forward + backward time ratio, and
-    which errors against FP64 are equal to every digit, with the likely reason for each that is not: `draw`
-    (an input drawn differently on a GPU of another SM count) or `implementation` (the same inputs).
+    """Per operator and candidate: the invariance verdict on both GPUs, the forward + backward time ratio, and which errors against FP64 are equal to every digit, with the likely reason for each that is not: `draw` (an input drawn differently on a GPU of another SM count) or `implementation` (the same inputs).
 
-    Reports are paired by operator. Prints Markdown. Exit 0 when every candidate measured on both sides has the
-    same verdict, 1 when one differs or none was measured on both, 2 for bad input (no such file, not a
-    report), 3 when the reports are not comparable (a CPU or quick report, another shape, no operator on both
-    sides).
+    Reports are paired by operator. Prints Markdown. Exit 0 when every candidate measured on both sides has the same verdict, 1 when one differs or none was measured on both, 2 for bad input (no such file, not a report), 3 when the reports are not comparable (a CPU or quick report, another shape, no operator on both sides).
     """
-    from adaln_bench.reports.fidelity import compare_sets, not_comparable, to_markdown
+    from adaln_bench.reports.fidelity import compare_sets, sets_not_comparable, to_markdown
     from adaln_bench.reports.io import write_text_atomic
     from adaln_bench.reports.report_sets import by_operator, load_sides
 
@@ -38,11 +33,11 @@ def fidelity_command(
     references, reports = by_operator(reference_side, "REFERENCE"), by_operator(report_side, "REPORT")
     if out is not None and out.is_dir():
         raise UserError(f"{out}: is a directory; --out takes a file path")
-    common = [op for op in references if op in reports]
-    if not common:
-        _refuse([f"no operator on both sides: REFERENCE has {', '.join(references)}, REPORT has "
-                 f"{', '.join(reports)}"])
-    _refuse([reason for op in common for reason in not_comparable(references[op].report, reports[op].report)])
+    reasons = sets_not_comparable({op: r.report for op, r in references.items()},
+                                  {op: r.report for op, r in reports.items()})
+    if reasons:
+        print("adaln-bench: not comparable: " + "; ".join(reasons), file=sys.stderr)
+        sys.exit(EXIT_NOT_COMPARABLE)
     result = compare_sets({op: (r.path.name, r.report) for op, r in references.items()},
                           {op: (r.path.name, r.report) for op, r in reports.items()})
     text = to_markdown(result)
@@ -52,8 +47,3 @@ def fidelity_command(
     # SystemExit rather than typer.Exit: under standalone_mode=False click returns typer.Exit's code as a value.
     sys.exit(0 if result.verdicts_agree else 1)
 
-
-def _refuse(reasons: list[str]) -> None:
-    if reasons:
-        print("adaln-bench: not comparable: " + "; ".join(reasons), file=sys.stderr)
-        sys.exit(EXIT_NOT_COMPARABLE)

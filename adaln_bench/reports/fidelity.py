@@ -115,6 +115,15 @@ def not_comparable(reference: Report, report: Report) -> list[str]:
     return reasons
 
 
+def sets_not_comparable(references: Mapping[str, Report], reports: Mapping[str, Report]) -> list[str]:
+    """Why two sets of reports, each keyed by operator, may not be compared: no operator on both sides, or
+    an operator whose two reports are not comparable (an operator on one side only is named, not refused)."""
+    common = [op for op in references if op in reports]
+    if not common:
+        return [f"no operator on both sides: REFERENCE has {', '.join(references)}, REPORT has {', '.join(reports)}"]
+    return [reason for op in common for reason in not_comparable(references[op], reports[op])]
+
+
 # --- which inputs the two GPUs drew differently -----------------------------------------------------
 
 
