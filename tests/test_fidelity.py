@@ -221,6 +221,7 @@ def _here_run(tmp_path: Path, ref: Path, edits: dict | None = None) -> Path:
     (run / "runs").mkdir()
     (run / "runs" / "run.h200.json").write_text(json.dumps({"kind": "adaln_bench_run_index", "reports": []}))
     (run / "notes.json").write_text(json.dumps({"what": "not a report"}))
+    (run / "latin1.json").write_bytes(b"\xff\xfe not UTF-8")
     return run
 
 
@@ -235,7 +236,7 @@ def test_a_run_directory_reads_its_reports_and_passes_over_the_rest(tmp_path):
     run = _here_run(tmp_path, _reference_dir(tmp_path))
     loaded = load_path(run)
     assert [(r.path.relative_to(run).as_posix(), r.op) for r in loaded] == [
-        (f"{op}/{op}.h200.json", op) for op in OPS]  # not runs/run.h200.json, not notes.json
+        (f"{op}/{op}.h200.json", op) for op in OPS]  # not runs/run.h200.json, notes.json, latin1.json
 
 
 def test_a_directory_of_several_operators_pairs_by_op(tmp_path, capsys):

@@ -49,7 +49,10 @@ def load_path(path: Path) -> list[LoadedReport]:
     if path.is_dir():
         found = []
         for file in sorted(p for p in path.rglob("*.json") if p.is_file()):
-            text = _read_text(file)
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):  # not a report this tool wrote: passed over like the rest
+                continue
             if _kind(text) == RUN_INDEX_KIND:
                 continue
             try:
