@@ -86,6 +86,9 @@ def test_the_projection_markdown(capsys):
     assert out.startswith("## adaln_projection\n\nAgainst `adaln_projection.b200.prior-art.json` (NVIDIA B200), "
                           "for `adaln_projection.h200.853103e.json` (NVIDIA H200). Invariance verdicts agree for "
                           "every candidate measured on both.\n")
+    assert ("Reasons for ≠, by a simple rule (every error is taken to read every floating input at that size, "
+            "and a gradient's error the upstream gradient too): `draw` when one of those is a CUDA randn/rand of "
+            "more than 270,336 elements") in out
     assert ("more than 270,336 elements, the smaller of the two strides (SM count × 2048: NVIDIA B200 (148 SMs) "
             "there, NVIDIA H200 (132 SMs) here)") in out
     assert "Tensors drawn differently on the two GPUs: T=1: w; T=3: w, upstream; " in out

@@ -138,8 +138,9 @@ class DrawnDifferently:
     unknown: Optional[str] = None
 
     def reason(self, size: str, quantity: str) -> Optional[Reason]:
-        """`draw` when an input of that error differs (the forward error reads the inputs; a gradient's
-        error also the upstream), `implementation` when none does; None when that cannot be said."""
+        """`draw` when a tensor that error may read differs (the forward's: every floating input; a
+        gradient's: those and the upstream), `implementation` when none does; None when that cannot be said.
+        Which inputs a gradient really reads is not asked: dW of a linear does not read W, yet is `draw`."""
         if self.unknown is not None or size not in self.by_size:
             return None
         feeding = [t for t in self.by_size[size] if quantity != FWD or t != UPSTREAM]
@@ -404,13 +405,13 @@ def _drawn_text(op: OperatorFidelity) -> str:
                 "is `implementation` (the kernels computed it differently).")
     listed = "; ".join(f"{op.size_symbol}={s}: {', '.join(names) if names else 'none'}"
                        for s, names in drawn.by_size.items())
-    return (f"Reasons for ≠: `draw` when an input of that error (the forward error reads the floating inputs; a "
-            f"gradient's error also the upstream gradient) is a CUDA randn/rand of more than {drawn.limit:,} "
-            f"elements, the smaller of the two strides (SM count × {THREADS_PER_SM}: {there.describe()} there, "
-            f"{here.describe()} here), whose elements beyond it the two GPUs draw differently from the same seed "
-            "(the kernels may differ too); `implementation` when every input of that error is identical on the "
-            "two GPUs, so the difference is the kernels'. The index inputs are CPU draws, identical everywhere. "
-            f"Tensors drawn differently on the two GPUs: {listed}.")
+    return (f"Reasons for ≠, by a simple rule (every error is taken to read every floating input at that size, "
+            "and a gradient's error the upstream gradient too): `draw` when one of those is a CUDA randn/rand of "
+            f"more than {drawn.limit:,} elements, the smaller of the two strides (SM count × {THREADS_PER_SM}: "
+            f"{there.describe()} there, {here.describe()} here), whose elements beyond it the two GPUs draw "
+            "differently from the same seed (the kernels may differ too); `implementation` when all of them are "
+            "identical on the two GPUs, so the difference is the kernels'. The index inputs are CPU draws, "
+            f"identical everywhere. Tensors drawn differently on the two GPUs: {listed}.")
 
 
 def operator_markdown(op: OperatorFidelity) -> str:
