@@ -1,0 +1,116 @@
+"""Reports from files and directories, grouped by operator: one side of a comparison across runs.
+
+A run writes one report per operator under `<out>/<op>/` and a run index under `<out>/runs/`
+(reports/naming.py). A reader names a run's directory, a few report files, or both: a directory is searched
+for `*.json` files (recursively, in name order), and what in it is not a report (a run index, some other
+JSON file) is passed over; a file named on the command line must be a report.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from adaln_bench.errors import NotAReportError, UserError
+from adaln_bench.reports.io import parse_report
+from adaln_bench.reports.naming import RUN_INDEX_KIND
+from adaln_bench.reports.schema import Report
+
+
+@dataclass(frozen=True)
+class LoadedReport:
+    path: Path
+    report: Report
+
+    @property
+    def op(self) -> str:
+        return self.report.op
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+
+
+def _kind(text: str) -> object:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return data.get("kind") if isinstance(data, dict) else None
+
+
+def load_path(path: Path) -> list[LoadedReport]:
+    """The reports a file or a directory holds. A named file that is not a report is the user's error; in a
+    directory it is skipped, and a directory without any report is an error too."""
+    if path.is_dir():
+        found = []
+        for file in sorted(p for p in path.rglob("*.json") if p.is_file()):
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):  # not a report this tool wrote: passed over like the rest
+                continue
+            if _kind(text) == RUN_INDEX_KIND:
+                continue
+            try:
+                found.append(LoadedReport(file, parse_report(text, str(file))))
+            except NotAReportError:
+                continue
+        if not found:
+            raise UserError(f"{path}: no reports in this directory (searched for *.json)")
+        return found
+    if not path.exists():
+        raise UserError(f"{path}: no such file or directory")
+    text = _read_text(path)
+    if _kind(text) == RUN_INDEX_KIND:
+        raise UserError(f"{path}: a run index, not a report: name the run's directory or its reports")
+    return [LoadedReport(path, parse_report(text, str(path)))]
+
+
+def by_operator(reports: Sequence[LoadedReport], side: str) -> dict[str, LoadedReport]:
+    """One report per operator, in the order they came. Two of one operator on one side would make the
+    pairing a guess, so that is the user's to resolve."""
+    grouped: dict[str, LoadedReport] = {}
+    for loaded in reports:
+        if loaded.op in grouped:
+            raise UserError(f"{side}: two reports of {loaded.op} ({grouped[loaded.op].path}, {loaded.path}): "
+                            "name one of them")
+        grouped[loaded.op] = loaded
+    return grouped
+
+
+def run_key(report: Report) -> str:
+    """What tells two runs' reports apart when the sides are given together: the GPU that ran them (or the
+    device kind where none is named)."""
+    return report.environment.gpu or report.device or report.environment.device or "an unknown device"
+
+
+def load_sides(paths: Sequence[Path]) -> tuple[list[LoadedReport], list[LoadedReport]]:
+    """The reference's reports and those to compare with them. Two paths: one side each. More: the sides are
+    told apart by the GPU that ran them; the reference is the leading paths of the first path's GPU, and the
+    rest must be of one other GPU."""
+    if len(paths) < 2:
+        raise UserError("give the reference's reports and those to compare with them: at least two paths")
+    groups = [load_path(Path(p)) for p in paths]
+    if len(groups) == 2:
+        return groups[0], groups[1]
+    keys = []
+    for path, group in zip(paths, groups):
+        group_keys = sorted({run_key(r.report) for r in group})
+        if len(group_keys) > 1:
+            raise UserError(f"{path}: holds reports of several GPUs ({', '.join(group_keys)}): with more than "
+                            "two paths each must hold one GPU's")
+        keys.append(group_keys[0])
+    first = keys[0]
+    split = next((i for i, key in enumerate(keys) if key != first), None)
+    if split is None:
+        raise UserError(f"every path holds reports of {first}: with more than two paths the sides are told "
+                        "apart by GPU; give one file or directory per side")
+    rest = sorted(set(keys[split:]))
+    if len(rest) > 1:
+        raise UserError(f"more than two GPUs among the paths ({', '.join([first, *rest])}): give the "
+                        "reference's paths first, then those of one other GPU")
+    return ([r for g in groups[:split] for r in g], [r for g in groups[split:] for r in g])
