@@ -88,14 +88,15 @@ def _draw_geometry(text: str, device: str):
     return geom
 
 
-def run_name(device: str, shape: Shape, quick: bool, latency_only: bool, modes, all_modes: bool, geometry=None):
+def run_name(device: str, shape: Shape, quick: bool, latency_only: bool, modes, all_modes: bool, geometry=None,
+             accuracy_only: bool = False):
     from adaln_bench.harness.environment import gpu_slug, tool_git_state
     from adaln_bench.reports.naming import RunName, shape_tag
 
     slug = gpu_slug() if device == "cuda" else "cpu"
     commit, dirty = tool_git_state()
     tag = (commit[:7] if commit else "nocommit") + ("-dirty" if dirty else "")
-    return RunName(slug, tag, shape_tag(shape), quick, latency_only,
+    return RunName(slug, tag, shape_tag(shape), quick, latency_only, accuracy_only,
                    None if all_modes else tuple(m.name for m in modes),
                    None if geometry is None or geometry.is_native else geometry.name)
 
@@ -140,6 +141,9 @@ def run_command(
     latency_only: bool = typer.Option(False, "--latency-only",
                                       help="Measure latency only: no probes, no accuracy (a report to diff "
                                       "latency against another latency-only one)."),
+    accuracy_only: bool = typer.Option(False, "--accuracy-only",
+                                       help="Measure the errors against FP64 only: no probes, no timing, no cold "
+                                       "start (a quick fidelity check of the inputs against another GPU's report)."),
     cold_start: bool = typer.Option(True, "--cold-start/--no-cold-start",
                                     help="Check each candidate's first forward + backward in a fresh process "
                                     "(one extra process per candidate and mode). Off: no cold_start in the report."),
@@ -166,6 +170,8 @@ def run_command(
 
     if repeat < 1:
         raise UserError(f"--repeat must be at least 1, not {repeat}")
+    if accuracy_only and latency_only:
+        raise UserError("--accuracy-only and --latency-only leave nothing to measure together; choose one")
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise UserError("--timeout must be a positive number of seconds")
     if megatron_src is not None and not megatron_src.is_dir():
@@ -185,7 +191,8 @@ def run_command(
     single_file = out is not None and len(ops) == 1 and out.suffix == ".json"
     if out is not None and out.suffix == ".json" and len(ops) > 1:
         raise UserError(f"--out {out}: with {len(ops)} operators --out names a directory (or pass one --op)")
-    name = run_name(run_device, shape, quick, latency_only, modes, all_modes=not mode, geometry=geometry)
+    name = run_name(run_device, shape, quick, latency_only, modes, all_modes=not mode, geometry=geometry,
+                    accuracy_only=accuracy_only)
     out_target = check_writable(out, directory=False) if single_file else check_writable(
         out or Path("results") / name.slug, directory=True)
     if run_device == "cpu":
@@ -205,7 +212,8 @@ def run_command(
     options = ChildOptions(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
                            modes_file=str(modes_file) if modes_file else None,
                            megatron_src=str(megatron_src) if megatron_src else None,
-                           probes=not latency_only, accuracy=not latency_only, cold_start=cold_start,
+                           probes=not (latency_only or accuracy_only), accuracy=not latency_only,
+                           latency=not accuracy_only, cold_start=cold_start and not accuracy_only,
                            draw_geometry=geometry.name)
     skipped_names = {m.name for m in skipped}
     if run_device == "cpu" and slots == [None]:
@@ -223,7 +231,7 @@ def run_command(
                   "--mode named it", file=sys.stderr)
     started_at, t0 = _dt.datetime.now(_dt.timezone.utc), time.monotonic()
     interrupted = False
-    repeats = repeat if run_device == "cuda" else 1
+    repeats = repeat if run_device == "cuda" and not accuracy_only else 1
     if repeat > 1 and repeats == 1:
         print("adaln-bench: --repeat: device time exists on CUDA only; this CPU run measures latency once",
               file=sys.stderr)

@@ -20,6 +20,7 @@ class RunName:
     shape: str  # the preset ("h3", "small") or the sizes ("D128-H32-M3")
     quick: bool = False
     latency_only: bool = False
+    accuracy_only: bool = False
     modes: Optional[tuple[str, ...]] = None  # None: every mode
     draws: Optional[str] = None  # `--draw-geometry` when not native: "b200", "148"
 
@@ -29,6 +30,8 @@ class RunName:
             parts.append("quick")
         if self.latency_only:
             parts.append("latency")
+        if self.accuracy_only:
+            parts.append("accuracy")
         if self.draws:
             parts.append(f"draws-{self.draws}")
         if self.modes:

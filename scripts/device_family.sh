@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call of the operator family: the carried wheels and kernel libraries (device_setup.sh), the
+# draw-geometry check (scripts/draws_check.py), then one `adaln-bench run` with the given options; the
+# reports, the run index and the logs under $OUT/family/ (two folders down: what comes back).
+# Usage (on the GPU machine, from the repo root): bash scripts/device_family.sh [run options…]
+#   DRAWS=1: run scripts/draws_check.py first; NAME=family (default): the folder under $OUT
+set -uo pipefail
+NAME=${NAME:-family}
+source "$(dirname "$0")/device_setup.sh"
+export ADALN_BENCH_COMMIT=${ADALN_BENCH_COMMIT:-}
+if [ -n "${DRAWS:-}" ]; then
+  timeout 120 python3 scripts/draws_check.py --json "$OUT/draws.json" > "$OUT/draws.log" 2>&1
+  echo "draws check exit $?"; tail -n 12 "$OUT/draws.log"
+fi
+if [ -n "${SMOKE:-}" ]; then  # every operator, tiny and quick: a GPU path that breaks shows in a minute
+  python3 -m adaln_bench run --device cuda --preset tiny --quick --mode plain --quiet --no-cold-start \
+    --out "$OUT/smoke" > "$OUT/smoke.log" 2>&1; echo "smoke exit $?"; grep -E "failed|Error" "$OUT/smoke.log" | head -20
+fi
+echo "== adaln-bench run $*"
+start=$(date +%s)
+python3 -m adaln_bench run --device cuda --out "$OUT/$NAME" "$@" > "$OUT/$NAME.log" 2>&1
+rc=$?
+echo "run exit $rc after $(( $(date +%s) - start )) s"
+grep -v '^\[' "$OUT/$NAME.log" | grep -E "^  |invariant|report|exit|error|Error" | tail -c 6000
+# At most 8 files come back: everything in one archive.
+tar czf "$OUT/$NAME.tgz" -C "$OUT" --remove-files $(cd "$OUT" && ls -d "$NAME" "$NAME.log" draws.json draws.log smoke smoke.log nvidia-smi.txt pip.log 2>/dev/null)
+exit $rc
