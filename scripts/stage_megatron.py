@@ -150,7 +150,7 @@ def te_torch_command(python: Path | str, out: Path) -> list[str]:
 
 
 def build_te_torch(python: str, venv: Path, build_wheels: Path, wheels: Path, src: Path, out: Path, jobs: int,
-                   reuse: bool) -> int:
+                   reuse: bool, note: str | None = None) -> int:
     """Compile transformer_engine_torch (about 17 minutes on two cores) and record what it was built against."""
     venv_python = make_build_env(python, venv, build_wheels)
     torch_wheel = wheel_of(build_wheels, pins.TORCH[0], pins.BUILD_LOCK)
@@ -185,6 +185,8 @@ def build_te_torch(python: str, venv: Path, build_wheels: Path, wheels: Path, sr
     if len(built) != 1:
         raise UserError(f"expected one built wheel in {out}, found {[p.name for p in built]}")
     wheel = built[0]
+    if wheel.name.split("-")[1] != version:
+        raise UserError(f"{wheel.name}: version is not {version} (a local version breaks TE's import check)")
     compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
     record = {
         "name": name, "version": version,
@@ -198,6 +200,8 @@ def build_te_torch(python: str, venv: Path, build_wheels: Path, wheels: Path, sr
         "env": {**pins.TE_TORCH_BUILD_ENV, "MAX_JOBS": str(jobs)},
         "compiler": compiler, "seconds": seconds,
     }
+    if note:
+        record["note"] = note
     (out / BUILD_RECORD).write_text(json.dumps(record, indent=1) + "\n")
     print(f"{wheel.name}: {wheel.stat().st_size / MiB:.1f} MiB, SHA-256 {record['wheel_sha256']}, built against "
           f"torch {identity['torch']} (git {identity['torch_git_version']})")
@@ -393,7 +397,9 @@ def install(tarball: Path, dest: Path) -> int:
                                      torch.version.git_version)
     if problem:
         raise UserError(problem)
-    for line in staging.exports(dest, manifest):
+    nvidia = Path(torch.__file__).resolve().parent.parent / "nvidia"
+    lib_dirs = tuple(sorted(p for p in nvidia.glob("*/lib") if p.is_dir()))
+    for line in staging.exports(dest, manifest, lib_dirs):
         print(line)
     print(f"# staged {len(manifest['files'])} files, checked; Megatron-LM {manifest['megatron_lm']['commit']}, "
           f"torch {torch.__version__} is the one transformer_engine_torch was built against", file=sys.stderr)
@@ -446,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DEFAULTS["te_wheel"])
     p.add_argument("--jobs", type=int, default=2, help="MAX_JOBS (compile jobs)")
     p.add_argument("--reuse", action="store_true", help="record a wheel already built in --out by this command")
+    p.add_argument("--note", help="a line kept in build.json (how the wheel was made, when --reuse)")
     p = sub.add_parser("reduce-core", help="TE's core libraries with only their sm_90 cubins")
     p.add_argument("--wheels", type=Path, default=DEFAULTS["wheels"])
     p.add_argument("--out", type=Path, default=DEFAULTS["core"])
@@ -473,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             return download(args.wheels, args.build_wheels, args.sdist_python)
         if args.command == "build-te-torch":
             return build_te_torch(args.python, args.venv, args.build_wheels, args.wheels, args.src, args.out,
-                                  args.jobs, args.reuse)
+                                  args.jobs, args.reuse, args.note)
         if args.command == "reduce-core":
             return reduce_core(args.wheels, args.out)
         if args.command == "fetch-megatron-lm":

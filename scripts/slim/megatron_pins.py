@@ -39,9 +39,13 @@ KEEP_ARCHES = (90,)  # H200: sm_90 (sm_90a cubins carry the same architecture nu
 
 # How the extension is built: TE's setup.py without its download of a prebuilt wheel, headers from the
 # NVIDIA wheels of the build environment, two compile jobs at the lowest priority (the machine is shared).
+# NVTE_NO_LOCAL_VERSION: without it TE's setup.py appends `git rev-parse --short HEAD` of whatever repository
+# it sits in (this one) to the version, and TE's import then refuses transformer-engine-torch 2.20.2+<commit>
+# beside transformer-engine 2.20.2.
 TE_TORCH_BUILD_ENV = {
     "NVTE_PYTORCH_FORCE_BUILD": "TRUE",
     "NVTE_BUILD_USE_NVIDIA_WHEELS": "1",
+    "NVTE_NO_LOCAL_VERSION": "1",
     "PIP_NO_INDEX": "1",
     "SOURCE_DATE_EPOCH": "0",
 }

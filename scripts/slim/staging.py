@@ -172,15 +172,17 @@ def torch_mismatch(built: dict, version: Optional[str], git_version: Optional[st
             f"rebuild it with `scripts/stage_megatron.py build-te-torch` against this torch's wheel")
 
 
-def exports(dest: Path, manifest: dict) -> list[str]:
+def exports(dest: Path, manifest: dict, lib_dirs: tuple[Path, ...] = ()) -> list[str]:
     """Shell lines that put the install on the paths.
 
     Transformer Engine (site/) and the megatron-core release (mcore/) go on PYTHONPATH; the Megatron-LM tree
-    is not put there: `--megatron-src $ADALN_BENCH_MEGATRON_LM` puts it ahead of the release.
+    is not put there: `--megatron-src $ADALN_BENCH_MEGATRON_LM` puts it ahead of the release. `lib_dirs`
+    (torch's NVIDIA libraries) follow TE's on LD_LIBRARY_PATH: TE's core library needs libnccl.so.2 and
+    cuDNN, which torch loads when it is imported first, and the dynamic loader finds there otherwise.
     """
     layout = manifest.get("layout", LAYOUT)
     site, mcore = dest / layout["site"], dest / layout["megatron_core"]
-    lib = site / "transformer_engine" / "wheel_lib"
+    lib = ":".join(str(p) for p in (site / "transformer_engine" / "wheel_lib", *lib_dirs))
     return [
         f"export PYTHONPATH={site}:{mcore}${{PYTHONPATH:+:$PYTHONPATH}}",
         f"export LD_LIBRARY_PATH={lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
