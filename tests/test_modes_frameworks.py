@@ -26,7 +26,7 @@ DRIVER = STANDINS / "support" / "drive_mode.py"
 
 # Variables a stand-in reacts to, or that the observation reports: the test decides them, not the shell.
 _CONTROLLED = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "TRITON_F32_DEFAULT",
-               "SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM")
+               "SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM", "ADALN_BENCH_STAGING_MANIFEST")
 
 VLLM_NEW = "vllm.model_executor.determinism.batch_invariant"
 VLLM_OLD = "vllm.model_executor.layers.batch_invariant"
@@ -248,6 +248,74 @@ def test_megatron_source_without_megatron_is_refused(tmp_path):
 def test_megatron_source_that_does_not_exist(tmp_path):
     r = drive("megatron_triton", [], tmp_path, megatron_src=tmp_path / "nowhere")
     assert r["error"] == "FileNotFoundError"
+
+
+STAGED_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+KERNELS = "megatron/core/transformer/custom_layers/batch_invariant_kernels.py"
+
+
+def make_staging(root: Path, tamper: bool = False) -> Path:
+    """A staging laid out as scripts/stage_megatron.py install leaves it: stand-ins as the staged trees."""
+    shutil.copytree(STANDINS / "megatron_main", root / "megatron-lm")
+    shutil.copytree(STANDINS / "megatron_016", root / "mcore")
+    files = {f"{tree}/{KERNELS}": {"sha256": sha256_of(root / tree / KERNELS), "origin": origin}
+             for tree, origin in (("megatron-lm", f"NVIDIA/Megatron-LM {STAGED_COMMIT}:megatron"),
+                                  ("mcore", "megatron_core-0.19.2-cp312-cp312-manylinux_2_28_x86_64.whl"))}
+    if tamper:
+        files[f"megatron-lm/{KERNELS}"]["sha256"] = "0" * 64
+    provenance = {"packages": {"megatron-core": "0.19.2", "transformer-engine": "2.20.2"},
+                  "core_libraries": {"transformer_engine/wheel_lib/libtransformer_engine.so": {
+                      "record_sha256": "bb1a41de" + "0" * 56, "reduced_sha256": "982208c4" + "0" * 56,
+                      "method": "payloads of other architectures zeroed"}},
+                  "megatron_lm": {"repo": "NVIDIA/Megatron-LM", "commit": STAGED_COMMIT}}
+    manifest = {"format": 1, "files": files, "provenance": provenance,
+                "megatron_lm": {"commit": STAGED_COMMIT, "path": "megatron-lm"}}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root / "manifest.json"
+
+
+def test_a_staged_megatron_lm_tree_records_the_manifest_commit_and_provenance(tmp_path):
+    manifest = make_staging(tmp_path / "stage")
+    r = drive("megatron_te_native", [], tmp_path, {"ADALN_BENCH_STAGING_MANIFEST": str(manifest)},
+              megatron_src=tmp_path / "stage" / "megatron-lm")
+    assert r["path"] == f"{MEGATRON}.enable_batch_invariant_mode(backend='te_native')"
+    notes = r["notes"]
+    assert notes["megatron_source_commit"] == STAGED_COMMIT  # the tree has no .git: the manifest says which
+    assert notes["staging_manifest"] == str(manifest.resolve())
+    assert json.loads(notes["staging"])["core_libraries"]["transformer_engine/wheel_lib/libtransformer_engine.so"][
+        "record_sha256"].startswith("bb1a41de")
+    assert notes["staging_module"] == (f"megatron-lm/{KERNELS} matches the manifest "
+                                       f"(NVIDIA/Megatron-LM {STAGED_COMMIT}:megatron)")
+
+
+def test_the_staged_release_is_checked_but_has_no_source_commit(tmp_path):
+    manifest = make_staging(tmp_path / "stage")
+    env = {"ADALN_BENCH_STAGING_MANIFEST": str(manifest)}
+    r = drive("megatron_triton", [], tmp_path, {**env, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path / "stage" / "mcore"), str(STANDINS / "support"), str(REPO)])})
+    assert r["path"] == f"{MEGATRON}.enable_batch_invariant_mode()"
+    assert "megatron_source_commit" not in r["notes"]
+    assert r["notes"]["staging_module"].startswith(f"mcore/{KERNELS} matches the manifest (megatron_core-0.19.2")
+
+
+def test_a_source_tree_outside_the_staging_keeps_its_own_commit(tmp_path):
+    manifest = make_staging(tmp_path / "stage", tamper=True)
+    other = tmp_path / "elsewhere"
+    shutil.copytree(STANDINS / "megatron_main", other)
+    r = drive("megatron_triton", [], tmp_path, {"ADALN_BENCH_STAGING_MANIFEST": str(manifest)}, megatron_src=other)
+    assert r["notes"]["megatron_source_commit"] is None  # not the staged tree: the manifest's commit is not its
+    assert r["notes"]["staging_module"].startswith("not staged: ")
+    r = drive("megatron_triton", [], tmp_path, {"ADALN_BENCH_STAGING_MANIFEST": str(manifest)},
+              megatron_src=tmp_path / "stage" / "megatron-lm")
+    assert r["notes"]["staging_module"].startswith(f"megatron-lm/{KERNELS} DIFFERS from the manifest")
+
+
+def test_a_staging_variable_without_a_manifest_makes_the_mode_unavailable(tmp_path):
+    r = drive("megatron_triton", ["megatron_main"], tmp_path,
+              {"ADALN_BENCH_STAGING_MANIFEST": str(tmp_path / "missing.json")})
+    assert r["error"] == "FileNotFoundError"
+    assert r["message"].startswith(f"ADALN_BENCH_STAGING_MANIFEST={tmp_path / 'missing.json'}: no readable")
+    assert r["calls"] == []  # refused before anything was switched
 
 
 # --- every framework mode: a missing library, a switch that raises -----------------------------------
