@@ -77,15 +77,20 @@ left=$(( ${BUDGET:-530} - (start - t0) ))
 [ "$left" -lt "$limit" ] && limit=$left
 [ "$limit" -lt 60 ] && limit=60  # timeout 0 would mean none
 echo "run limit $limit s"
+# One report per operator under $OUT/$NAME/<op>/ (and the run index under runs/).
 timeout --signal=TERM "$limit" python3 -m adaln_bench run --device cuda --megatron-src "$ADALN_BENCH_MEGATRON_LM" \
-  --out "$OUT/$NAME.json" "${args[@]}" > "$OUT/$NAME.log" 2>&1
+  --out "$OUT/$NAME" "${args[@]}" > "$OUT/$NAME.log" 2>&1
 rc=$?
 echo "run exit $rc after $(( $(date +%s) - start )) s"
 grep -v '^\[' "$OUT/$NAME.log" | tail -c 2500
-if [ -f "$OUT/$NAME.json" ]; then
-  python3 scripts/stage_megatron.py check-report "$OUT/$NAME.json" --manifest "$STAGE/manifest.json" \
-    > "$OUT/check-report.txt" 2>&1
-  echo "check-report exit $?"; cat "$OUT/check-report.txt"
-fi
+for report in "$OUT/$NAME"/*/*.json; do
+  [ -f "$report" ] || continue
+  python3 scripts/stage_megatron.py check-report "$report" --manifest "$STAGE/manifest.json" \
+    >> "$OUT/check-report.txt" 2>&1
+  echo "check-report $(basename "$report") exit $?"
+done
+[ -f "$OUT/check-report.txt" ] && cat "$OUT/check-report.txt"
 echo "total $(since)"
+# At most 8 files come back: everything in one archive.
+(cd "$OUT" && tar czf "$NAME.tgz" --remove-files $(ls | grep -v "^$NAME.tgz$"))
 exit $rc
