@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "results" / "b200" / "adaln_projection.b200.prior-art.json"
+REFERENCE = ROOT / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json"
 
 
 def pytest_collection_modifyitems(config, items):

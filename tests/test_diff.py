@@ -33,7 +33,7 @@ from adaln_bench.reports.schema import Distribution, Report
 from adaln_bench.reports.thresholds import Thresholds, resolve_thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "results" / "b200" / "adaln_projection.b200.prior-art.json"
+REFERENCE = ROOT / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json"
 REFERENCE_DATA = json.loads(REFERENCE.read_text(encoding="utf-8"))
 # 8 (mode, candidate) pairs × (1 invariance row + 6 T × 6 metrics).
 REFERENCE_ROWS = 8 * (1 + 6 * 6)

@@ -178,7 +178,7 @@ def test_the_committed_h200_run_renders_to_its_committed_markdown(stem):
 
     from adaln_bench.kernel_bench.table import document_markdown, not_invariant
 
-    folder = Path(__file__).resolve().parents[1] / "results" / "h200" / "kernel_bench"
+    folder = Path(__file__).resolve().parents[1] / "results" / "h200" / "archive" / "kernel_bench"
     doc = json.loads((folder / f"{stem}.json").read_text())
     text = document_markdown(stem, doc, doc["per_process"])
     assert text == (folder / f"{stem}.md").read_text()

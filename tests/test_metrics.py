@@ -20,8 +20,8 @@ from adaln_bench.reports.render import invariance_verdict, markdown
 from adaln_bench.reports.schema import Report
 
 ROOT = Path(__file__).resolve().parents[1]
-REPORTS = [ROOT / "results" / "b200" / "adaln_projection.b200.prior-art.json",
-           *sorted((ROOT / "results" / "h200").glob("*.json"))]
+REPORTS = [ROOT / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json",
+           *sorted((ROOT / "results" / "h200" / "adaln_projection" / "archive").glob("*.json"))]
 REFERENCE_DATA = json.loads(REPORTS[0].read_text(encoding="utf-8"))
 PAIR = ("vllm", "diffusers[vllm]")  # batch-invariant in the reference
 

@@ -13,7 +13,7 @@ from adaln_bench.reports.plot import GREEN, GREY, RED, Cell, invariance_cells, p
 from adaln_bench.reports.schema import Report
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "results" / "b200" / "adaln_projection.b200.prior-art.json"
+REFERENCE = ROOT / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json"
 REFERENCE_DATA = json.loads(REFERENCE.read_text(encoding="utf-8"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -261,7 +261,7 @@ def find_baseline(repo: Repo, requested: str = "") -> str:
     output = repo.root / "output"
     output.write_text("")
     env = {"REQUESTED": requested, "DEFAULT_BRANCH": "main", "GITHUB_OUTPUT": str(output),
-           "REFERENCE": "results/b200/adaln_projection.b200.prior-art.json"}
+           "REFERENCE": "results/b200/adaln_projection/adaln_projection.b200.prior-art.json"}
     proc = run_step(step(load(NIGHTLY), "Find the baseline")["run"], env, repo.root)
     assert proc.returncode == 0, proc.stderr
     (line,) = output.read_text().splitlines()
@@ -270,7 +270,7 @@ def find_baseline(repo: Repo, requested: str = "") -> str:
 
 
 def test_baseline_is_the_newest_committed_b200_report(repo):
-    repo.commit_file("results/b200/adaln_projection.b200.prior-art.json")
+    repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.prior-art.json")
     repo.commit_file("results/b200/nightly-1.json")
     repo.commit_file("results/h200/nightly-2.json")  # another device: never a B200 baseline
     assert find_baseline(repo) == "origin/main:results/b200/nightly-1.json"
@@ -281,7 +281,7 @@ def test_baseline_is_the_newest_committed_b200_report(repo):
 
 
 def test_baseline_falls_back_to_the_reference_and_can_be_named(repo):
-    assert find_baseline(repo) == "origin/main:results/b200/adaln_projection.b200.prior-art.json"
+    assert find_baseline(repo) == "origin/main:results/b200/adaln_projection/adaln_projection.b200.prior-art.json"
     assert find_baseline(repo, "v1.0:results/b200/x.json") == "v1.0:results/b200/x.json"
 
 

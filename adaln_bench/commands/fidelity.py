@@ -16,7 +16,7 @@ EXIT_NOT_COMPARABLE = 3
 def fidelity_command(
     paths: List[Path] = typer.Argument(
         ..., metavar="PATH",
-        help="Report files or run directories: the reference's first (e.g. results/b200/adaln_projection.b200."
+        help="Report files or run directories: the reference's first (e.g. results/b200/adaln_projection/adaln_projection.b200."
              "prior-art.json or a folder of RL-Kernel's reports), then those from another GPU. Two paths are one "
              "side each; with more, the sides are told apart by the GPU that ran them."),
     out: Optional[Path] = typer.Option(None, "--out", metavar="FILE.md", help="Also write the Markdown there."),

@@ -47,6 +47,10 @@ class Workload:
             self._upstream[key] = draw_upstream([(n, *o.shape[1:]) for o in outs], [o.dtype for o in outs],
                                                 seed, self.device)
         torch.autograd.backward(outs, [u.index_select(0, index) for u in self._upstream[key]])
+        missing = [g for g in subject.grads if leaves[g].grad is None]
+        if missing:  # seen under SGLang's switch: its rms_norm replacement passes no gradient back to x
+            raise RuntimeError(f"no gradient reached {', '.join(missing)}: an operation on the way back from the "
+                               "outputs is not differentiable here")
         row_grads = tuple(leaves[g].grad for g in subject.row_grads) or None
         param_grads = tuple(leaves[g].grad for g in subject.param_grads) or None
         return RunOutput(tuple(o.detach() for o in outs), row_grads, param_grads)

@@ -1,6 +1,6 @@
 """The report, as pydantic models: the one schema the child writes, the parent validates and every reader uses.
 
-The format is RL-Kernel's prior-art report (results/b200/adaln_projection.b200.prior-art.json) with fields
+The format is RL-Kernel's prior-art report (results/b200/adaln_projection/adaln_projection.b200.prior-art.json) with fields
 added, never removed or renamed, so that either kind of report reads here and diffs against the other.
 Fields this project adds are optional, so the reference file validates unchanged; writers dump with
 `exclude_unset=True` so that reading and writing a file gives back the same data.
