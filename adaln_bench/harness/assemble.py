@@ -78,6 +78,10 @@ def assemble_report(op: Operator, run: RunContext, candidates: dict[str, list[st
     megatron = next((o.child.environment.megatron_source_commit for o in outcomes.values()
                      if o.child and o.child.environment and o.child.environment.megatron_source_commit), None)
     env.megatron_source_commit = megatron  # always written: the reference report has the key
+    staging = next((o.child.environment.megatron_staging for o in outcomes.values()
+                    if o.child and o.child.environment and o.child.environment.megatron_staging), None)
+    if staging is not None:
+        env.megatron_staging = staging
     sglang_paths = {o.run.observed.matmul_path for o in outcomes.values()
                     if o.run.observed and o.run.observed.library == "sglang" and o.run.observed.matmul_path}
     if sglang_paths:  # one value, or both joined if the two SGLang modes saw different paths

@@ -65,8 +65,14 @@ def run_child(spec: ChildSpec) -> ChildResult:
         return result
     result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
     result.environment = torch_environment(spec.device)
-    if switch.switch is not None and "megatron_source_commit" in switch.switch.notes:
-        result.environment.megatron_source_commit = switch.switch.notes["megatron_source_commit"]
+    notes = switch.switch.notes if switch.switch is not None else {}
+    if "megatron_source_commit" in notes:
+        result.environment.megatron_source_commit = notes["megatron_source_commit"]
+    if "staging" in notes:  # scripts/stage_megatron.py's manifest, as the mode read it
+        import json
+
+        result.environment.megatron_staging = json.loads(notes["staging"])
+        result.observed.staging_module = notes.get("staging_module")
     if spec.check_only:
         result.status, result.complete = "ok", True
         save()

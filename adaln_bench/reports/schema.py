@@ -247,6 +247,9 @@ class Environment(_Model):
     tf32: Optional[bool]
     libraries: dict[str, Optional[str]]
     megatron_source_commit: Optional[str] = None
+    # Added here: where a staged Megatron / Transformer Engine came from (scripts/stage_megatron.py's manifest:
+    # package versions, the core library's RECORD hash, its reduced hash and how it was made, the source commit).
+    megatron_staging: Optional[dict] = None
     # Added here: SGLang's bf16 matmul path as its modes observed it ("triton_persistent" or "deepgemm").
     sglang_matmul_path: Optional[str] = None
     mode_environment: dict[str, dict[str, str]] = Field(default_factory=dict)
@@ -278,6 +281,8 @@ class ModeObservation(_Model):
     # not the same bytes as the wheel's file (scripts/slim_frameworks.py check-report compares them).
     module_file: Optional[str] = None
     module_sha256: Optional[str] = None
+    # The staged module the switch came from (a Megatron staging), when there is one.
+    staging_module: Optional[str] = None
     # Where the switch sends a bf16 matrix product, read from the library's own state: SGLang's
     # "triton_persistent" or "deepgemm".
     matmul_path: Optional[str] = None
