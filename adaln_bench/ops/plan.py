@@ -1,6 +1,6 @@
 """What the probes run, as numbers: sizes, seeds and derived index sets per size family, full and quick.
 
-Every operator belongs to a `Family` (docs/spec.md#113-size-families): timestep operators (T), token
+Every operator belongs to a `Family` (docs/spec.md#113-probes-of-any-operator-and-the-size-families): timestep operators (T), token
 operators (S), and timestep_sinusoid's own. The arithmetic of the probes (sub-batch ranges, the sweep's
 sizes and rows) is in adaln_bench/harness/plan.py.
 """
