@@ -135,8 +135,10 @@ def shape_of(report: Report) -> str:
 
 
 def draw_of(report: Report) -> str:
-    """The input draw: a future top-level `draw_geometry` ({"name": "b200", "sms": 148}); native when absent."""
-    draw = (report.model_extra or {}).get("draw_geometry")
+    """The input draw: the report's `draw_geometry` ({"name": "b200", "sms": 148}); native when absent."""
+    draw = report.draw_geometry.model_dump(exclude_none=True) if report.draw_geometry is not None else None
+    if draw is not None and draw.get("sms") is None:
+        return NATIVE_DRAW
     if draw is None:
         return NATIVE_DRAW
     if isinstance(draw, dict):
