@@ -115,13 +115,18 @@ def test_nightly_installs_runs_every_mode_and_uploads():
     wf = load(NIGHTLY)
     assert "pip install -e '.[diffusers,plot,kernel]'" in step(wf, "Install")["run"]
     run = step(wf, "Run every mode")["run"]
-    assert 'adaln-bench run --device cuda --repeat 3 "${envs[@]}" --out "results/b200/nightly-${{ github.sha }}.json"' in run
-    assert "--mode" not in run and "--quick" not in run  # every mode, full probes
-    upload = step(wf, "Upload report, plot and diff")
+    assert 'adaln-bench run --device cuda --repeat 3 "${envs[@]}" --out "$NIGHT_DIR"' in run
+    assert "--mode" not in run and "--quick" not in run and "--op" not in run  # every operator and mode, full probes
+    env = wf["jobs"]["b200"]["env"]
+    assert env["NIGHT_DIR"] == "tonight/b200" and env["RESULTS_DIR"] == "results/b200"
+    assert env["OPS"].split() == ["timestep_sinusoid", "timestep_mlp", "adaln_projection", "adaln_row_gather",
+                                  "norm_modulate", "gate_residual", "final_adaln_out"]
+    upload = step(wf, "Upload reports, plot and diffs")
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
-    for name in ("REPORT", "PLOT", "DIFF_MD", "DIFF_JSON", "ENVS_FILE"):
-        assert f"${{{{ env.{name} }}}}" in upload["with"]["path"]
-    diff = step(wf, "Diff against the baseline")
+    paths = upload["with"]["path"].splitlines()
+    assert paths == ["${{ env.NIGHT_DIR }}/*/*.json", "${{ env.PLOT }}", "${{ env.DIFF_DIR }}/",
+                     "${{ env.BASELINES }}", "${{ env.ENVS_FILE }}"]  # every report of tonight: a glob
+    diff = step(wf, "Diff against the baselines")
     assert '>> "$GITHUB_STEP_SUMMARY"' in diff["run"]
     assert step(wf, "Verdict")["if"] == "always()"
 
@@ -155,7 +160,7 @@ def test_environments_step_and_run_step_pass_the_envs_file_when_there_is_one(tmp
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     calls = tmp_path / "calls"
     env = {"CALLS": str(calls), "ENVS_FILE": "envs.toml", "ENVS_DIR": str(tmp_path / "envs"),
-           "ENVS_RC": str(envs_rc), "WRITE_ENVS": "1" if write else "", "REPORT": "r.json",
+           "ENVS_RC": str(envs_rc), "WRITE_ENVS": "1" if write else "", "NIGHT_DIR": "tonight/b200",
            "GITHUB_OUTPUT": str(tmp_path / "output")}
     wf = load(NIGHTLY)
     made = run_step(step(wf, "Create or reuse the per-framework environments")["run"], env, tmp_path, bin_dir)
@@ -166,7 +171,34 @@ def test_environments_step_and_run_step_pass_the_envs_file_when_there_is_one(tmp
     assert ran.returncode == 0, ran.stderr
     run_call = calls.read_text().splitlines()[-1]
     expected = "run --device cuda --repeat 3 --envs-file envs.toml --out" if write else "run --device cuda --repeat 3 --out"
-    assert run_call.startswith(expected)
+    assert run_call == f"{expected} tonight/b200"
+    assert "adaln-bench run wrote no report (exit 0)" in ran.stdout  # the fake wrote none
+
+
+def test_run_step_records_the_exit_code_and_clears_an_old_night(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "adaln-bench"
+    fake.write_text('#!/bin/bash\nmkdir -p "$NIGHT_DIR/runs"\necho "{}" > "$NIGHT_DIR/runs/run.json"\n'
+                    '[ -n "$WRITE_REPORT" ] || exit 4\n'
+                    'mkdir -p "$NIGHT_DIR/norm_modulate"\necho "{}" > "$NIGHT_DIR/norm_modulate/n.json"\nexit 4\n',
+                    encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    stale = tmp_path / "tonight" / "b200" / "gate_residual" / "old.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    output = tmp_path / "output"
+    env = {"ENVS_FILE": "envs.toml", "NIGHT_DIR": "tonight/b200", "GITHUB_OUTPUT": str(output), "WRITE_REPORT": "1"}
+    ran = run_step(step(load(NIGHTLY), "Run every mode")["run"], env, tmp_path, bin_dir)
+    assert ran.returncode == 0, ran.stderr  # the verdict step decides
+    assert output.read_text().splitlines() == ["rc=4"]
+    assert not stale.exists() and (tmp_path / "tonight" / "b200" / "norm_modulate" / "n.json").is_file()
+    assert "wrote no report" not in ran.stdout
+    output.write_text("")
+    ran = run_step(step(load(NIGHTLY), "Run every mode")["run"], {**env, "WRITE_REPORT": ""}, tmp_path, bin_dir)
+    assert ran.returncode == 0, ran.stderr
+    assert output.read_text().splitlines() == ["rc=4"]
+    assert "::error::adaln-bench run wrote no report (exit 4)" in ran.stdout  # a run index alone is no report
 
 
 def test_ci_runs_the_test_script_on_pull_requests():
@@ -180,33 +212,136 @@ def test_ci_runs_the_test_script_on_pull_requests():
 
 # --- the diff step and the verdict: exit codes ------------------------------------------------------
 
+# `adaln-bench diff OLD NEW [--markdown|--json]`: the operator is NEW's folder; FAKE_RC_<op> is its exit code.
 FAKE_CLI = """#!/bin/bash
+echo "$*" >> "$CALLS"
+op="$(basename "$(dirname "$3")")"
 case " $* " in
-  *" --markdown "*) echo "## fake markdown verdict" ;;
-  *" --json "*) echo '{"fake": true}' ;;
+  *" --markdown "*) echo "fake markdown verdict for $op against $2" ;;
+  *" --json "*) echo '{"fake": "'"$op"'"}' ;;
   *) echo "fake table" ;;
 esac
-exit "${FAKE_RC:-0}"
+rc_var="FAKE_RC_$op"
+exit "${!rc_var:-0}"
 """
+
+
+def run_diff(tmp_path: Path, rcs: dict[str, int | None], extra_reports: dict[str, int] | None = None):
+    """The diff step with tonight's report of each operator in `rcs`; None: that operator has no baseline."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    fake = bin_dir / "adaln-bench"
+    fake.write_text(FAKE_CLI, encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    night = tmp_path / "tonight" / "b200"
+    lines: list[str] = []
+    for op, rc in rcs.items():
+        (night / op).mkdir(parents=True)
+        (night / op / f"{op}.b200.abc1234.h3.json").write_text("{}")
+        lines.append(op if rc is None else f"{op} origin/main:results/b200/{op}/{op}.b200.prior-art.json")
+    for op, count in (extra_reports or {}).items():
+        for i in range(count):
+            (night / op / f"{op}.extra{i}.json").write_text("{}")
+    (night / "runs").mkdir(parents=True)
+    (night / "runs" / "run.b200.abc1234.h3.json").write_text('{"kind": "adaln_bench_run_index"}')
+    (tmp_path / "baselines.txt").write_text("".join(f"{line}\n" for line in lines))
+    output, summary, calls = tmp_path / "output", tmp_path / "summary", tmp_path / "calls"
+    calls.write_text("")
+    env = {"NIGHT_DIR": "tonight/b200", "BASELINES": "baselines.txt", "DIFF_DIR": "diffs", "CALLS": str(calls),
+           "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)}
+    env.update({f"FAKE_RC_{op}": str(rc) for op, rc in rcs.items() if rc is not None})
+    proc = run_step(step(load(NIGHTLY), "Diff against the baselines")["run"], env, tmp_path, bin_dir)
+    assert proc.returncode == 0, proc.stderr  # the verdict step decides; this one only records
+    (line,) = output.read_text().splitlines()
+    assert line.startswith("rc=")
+    return int(line[len("rc="):]), summary.read_text() if summary.exists() else "", calls.read_text().splitlines()
 
 
 @pytest.mark.parametrize("rc", [0, 1, 2, 3])
 def test_diff_step_records_the_exit_code_and_writes_the_summary(tmp_path, rc):
+    got, summary, calls = run_diff(tmp_path, {"adaln_projection": rc})
+    assert got == rc
+    base = "origin/main:results/b200/adaln_projection/adaln_projection.b200.prior-art.json"
+    new = "tonight/b200/adaln_projection/adaln_projection.b200.abc1234.h3.json"
+    assert calls == [f"diff {base} {new} --markdown", f"diff {base} {new}", f"diff {base} {new} --json"]
+    assert summary.startswith("## adaln_projection\n\nfake markdown verdict for adaln_projection against " + base)
+    assert ("could not read its input" in summary) == (rc == 2)
+    assert (tmp_path / "diffs" / "adaln_projection.json").read_text() == '{"fake": "adaln_projection"}\n'
+    assert (tmp_path / "diffs" / "adaln_projection.md").read_text().startswith("fake markdown verdict")
+    assert "runs" not in summary  # the run index is not a report
+
+
+@pytest.mark.parametrize(
+    "rcs, worst",
+    [
+        ({"timestep_mlp": 0, "norm_modulate": 0, "gate_residual": 0}, 0),
+        ({"timestep_mlp": 0, "norm_modulate": 1, "gate_residual": 0}, 1),
+        ({"timestep_mlp": 1, "norm_modulate": 3, "gate_residual": 0}, 3),
+        ({"timestep_mlp": 3, "norm_modulate": 1, "gate_residual": 0}, 3),
+        ({"timestep_mlp": 3, "norm_modulate": 2, "gate_residual": 1}, 2),
+        ({"timestep_mlp": 2, "norm_modulate": 3, "gate_residual": 1}, 2),
+        ({"timestep_mlp": 0, "norm_modulate": 139, "gate_residual": 3}, 2),  # a crashed diff: its input unread
+        ({"timestep_sinusoid": None, "norm_modulate": 0}, 0),  # no baseline: said, and fails nothing
+        ({"timestep_sinusoid": None, "norm_modulate": 1}, 1),
+    ],
+)
+def test_diff_step_is_the_worst_of_the_operators(tmp_path, rcs, worst):
+    got, summary, calls = run_diff(tmp_path, rcs)
+    assert got == worst
+    headings = [line[3:] for line in summary.splitlines() if line.startswith("## ")]
+    assert headings == sorted(rcs)  # every operator tonight, each under its own heading
+    for op, rc in rcs.items():
+        section = summary.split(f"## {op}\n", 1)[1].split("\n## ", 1)[0]
+        if rc is None:
+            assert "No baseline for " + op in section
+            assert not any(f"/{op}/" in c for c in calls)  # not diffed
+            assert json.loads((tmp_path / "diffs" / f"{op}.json").read_text()) == {"operator": op, "baseline": None}
+        else:
+            assert f"fake markdown verdict for {op}" in section
+            assert ("could not read its input" in section) == (rc == 2)
+            assert ("adaln-bench diff failed (exit 139)" in section) == (rc == 139)
+            assert json.loads((tmp_path / "diffs" / f"{op}.json").read_text()) == {"fake": op}
+
+
+def test_diff_step_without_reports_or_with_two_of_one_operator_is_unreadable_input(tmp_path):
+    got, summary, calls = run_diff(tmp_path / "none", {})
+    assert got == 2 and calls == [] and "No report tonight" in summary
+    got, summary, calls = run_diff(tmp_path / "two", {"norm_modulate": 0, "gate_residual": 0}, {"gate_residual": 1})
+    assert got == 2 and "2 reports of gate_residual tonight, expected one" in summary
+    assert not any("/gate_residual/" in c for c in calls) and len(calls) == 3  # norm_modulate's three
+
+
+PLOT_CLI = """#!/bin/bash
+echo "$*" >> "$CALLS"
+exit "${PLOT_RC:-0}"
+"""
+
+
+@pytest.mark.parametrize("baseline, has_report, plot_rc, expected", [
+    ("origin/main:b.json", True, 0, ["plot origin/main:b.json R --out p.png"]),
+    ("origin/main:b.json", True, 1, ["plot origin/main:b.json R --out p.png", "plot R --out p.png"]),
+    ("", True, 0, ["plot R --out p.png"]),
+    ("origin/main:b.json", False, 0, []),
+])
+def test_plot_step_plots_the_projections_pair_or_skips(tmp_path, baseline, has_report, plot_rc, expected):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "adaln-bench"
-    fake.write_text(FAKE_CLI, encoding="utf-8")
+    fake.write_text(PLOT_CLI, encoding="utf-8")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    output, summary = tmp_path / "output", tmp_path / "summary"
-    env = {"FAKE_RC": str(rc), "BASELINE": "origin/main:results/b200/base.json", "REPORT": "tonight.json",
-           "DIFF_MD": "diff.md", "DIFF_JSON": "diff.json", "GITHUB_OUTPUT": str(output),
-           "GITHUB_STEP_SUMMARY": str(summary)}
-    proc = run_step(step(load(NIGHTLY), "Diff against the baseline")["run"], env, tmp_path, bin_dir)
-    assert proc.returncode == 0, proc.stderr  # the verdict step decides; this one only records
-    assert output.read_text().splitlines() == [f"rc={rc}"]
-    assert "## fake markdown verdict" in summary.read_text()
-    assert ("could not read its input" in summary.read_text()) == (rc == 2)
-    assert (tmp_path / "diff.json").read_text() == '{"fake": true}\n'
+    report = "tonight/b200/adaln_projection/adaln_projection.b200.abc.h3.json"
+    (tmp_path / "tonight" / "b200" / "norm_modulate").mkdir(parents=True)
+    (tmp_path / "tonight" / "b200" / "norm_modulate" / "n.json").write_text("{}")
+    if has_report:
+        (tmp_path / report).parent.mkdir(parents=True)
+        (tmp_path / report).write_text("{}")
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    env = {"BASELINE": baseline, "NIGHT_DIR": "tonight/b200", "PLOT": "p.png", "CALLS": str(calls),
+           "PLOT_RC": str(plot_rc)}
+    proc = run_step(step(load(NIGHTLY), "Plot the projection against its baseline")["run"], env, tmp_path, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert calls.read_text().splitlines() == [c.replace(" R ", f" {report} ") for c in expected]
 
 
 @pytest.mark.parametrize(
@@ -256,33 +391,107 @@ def repo(tmp_path) -> Repo:
     return r
 
 
-def find_baseline(repo: Repo, requested: str = "") -> str:
+OPS = ["timestep_sinusoid", "timestep_mlp", "adaln_projection", "adaln_row_gather", "norm_modulate",
+       "gate_residual", "final_adaln_out"]
+
+
+def find_baselines(repo: Repo, requested: str = "") -> dict[str, str | None]:
+    """Each operator's baseline as the step finds it (None: none), checked against its outputs."""
     repo.git("update-ref", "refs/remotes/origin/main", "HEAD")  # as if pushed: the step reads origin/<default>
-    output = repo.root / "output"
+    output, baselines = repo.root / "output", repo.root / "baselines.txt"
     output.write_text("")
     env = {"REQUESTED": requested, "DEFAULT_BRANCH": "main", "GITHUB_OUTPUT": str(output),
-           "REFERENCE": "results/b200/adaln_projection/adaln_projection.b200.prior-art.json"}
-    proc = run_step(step(load(NIGHTLY), "Find the baseline")["run"], env, repo.root)
+           "RESULTS_DIR": "results/b200", "OPS": " ".join(OPS), "BASELINES": "baselines.txt"}
+    proc = run_step(step(load(NIGHTLY), "Find the baselines")["run"], env, repo.root)
     assert proc.returncode == 0, proc.stderr
+    found: dict[str, str | None] = {}
+    for line in baselines.read_text().splitlines():
+        op, _, ref = line.partition(" ")
+        found[op] = ref or None
+    assert list(found) == OPS
+    assert proc.stdout.splitlines() == [f"{op}: {ref or 'no baseline'}" for op, ref in found.items()]
     (line,) = output.read_text().splitlines()
-    assert line.startswith("ref=")
-    return line[len("ref="):]
+    assert line == f"projection={found['adaln_projection'] or ''}"
+    return found
 
 
-def test_baseline_is_the_newest_committed_b200_report(repo):
-    repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.prior-art.json")
-    repo.commit_file("results/b200/nightly-1.json")
-    repo.commit_file("results/h200/nightly-2.json")  # another device: never a B200 baseline
-    assert find_baseline(repo) == "origin/main:results/b200/nightly-1.json"
-    repo.commit_file("results/b200/nightly-3.json")
-    repo.git("rm", "-q", "results/b200/nightly-3.json")
-    repo.git("commit", "-q", "-m", "drop it")  # deleted since: not a baseline
-    assert find_baseline(repo) == "origin/main:results/b200/nightly-1.json"
+def prior_art(op: str) -> str:
+    return f"results/b200/{op}/{op}.b200.prior-art.json"
 
 
-def test_baseline_falls_back_to_the_reference_and_can_be_named(repo):
-    assert find_baseline(repo) == "origin/main:results/b200/adaln_projection/adaln_projection.b200.prior-art.json"
-    assert find_baseline(repo, "v1.0:results/b200/x.json") == "v1.0:results/b200/x.json"
+def test_baseline_is_the_newest_committed_report_of_each_operator(repo):
+    for op in ("adaln_projection", "norm_modulate", "gate_residual"):
+        repo.commit_file(prior_art(op))
+    repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.aaa.h3.json")
+    repo.commit_file("results/b200/norm_modulate/norm_modulate.b200.aaa.h3.json")
+    repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.bbb.h3.json")
+    # Never a B200 baseline: another GPU's, one in a subfolder (an archive), one at the top of results/b200/.
+    repo.commit_file("results/h200/adaln_projection/adaln_projection.h200.ccc.h3.json")
+    repo.commit_file("results/h200/timestep_mlp/timestep_mlp.h200.ccc.h3.json")
+    repo.commit_file("results/b200/adaln_projection/archive/adaln_projection.b200.old.h3.json")
+    repo.commit_file("results/b200/nightly-ddd.json")
+    # Deleted since: not a baseline.
+    repo.commit_file("results/b200/norm_modulate/norm_modulate.b200.eee.h3.json")
+    repo.git("rm", "-q", "results/b200/norm_modulate/norm_modulate.b200.eee.h3.json")
+    repo.git("commit", "-q", "-m", "drop it")
+    found = find_baselines(repo)
+    assert found == {
+        "timestep_sinusoid": None,  # no report and no reference: no baseline, and the step succeeds
+        "timestep_mlp": None,  # only another GPU's
+        "adaln_projection": "origin/main:results/b200/adaln_projection/adaln_projection.b200.bbb.h3.json",
+        "adaln_row_gather": None,
+        "norm_modulate": "origin/main:results/b200/norm_modulate/norm_modulate.b200.aaa.h3.json",
+        "gate_residual": "origin/main:" + prior_art("gate_residual"),
+        "final_adaln_out": None,
+    }
+    # A newer report that is modified later stays the newest; a report of tonight's kind replaces the reference.
+    repo.commit_file("results/b200/gate_residual/gate_residual.b200.fff.h3.json")
+    (repo.root / prior_art("adaln_projection")).write_text('{"edited": 1}\n')
+    repo.git("commit", "-q", "-am", "edit the projection's reference")
+    found = find_baselines(repo)
+    assert found["gate_residual"] == "origin/main:results/b200/gate_residual/gate_residual.b200.fff.h3.json"
+    assert found["adaln_projection"] == "origin/main:" + prior_art("adaln_projection")  # modified: the newest
+
+
+def test_baseline_falls_back_to_the_reference(repo):
+    # Moved into place (as RL-Kernel's reports were): a rename is still a report committed there.
+    repo.commit_file("results/b200/rl_kernel/timestep_mlp.json")
+    (repo.root / prior_art("timestep_mlp")).parent.mkdir(parents=True)
+    repo.git("mv", "results/b200/rl_kernel/timestep_mlp.json", prior_art("timestep_mlp"))
+    repo.git("commit", "-q", "-m", "move the reference")
+    repo.commit_file(prior_art("final_adaln_out"))
+    repo.commit_file("results/b200/final_adaln_out/final_adaln_out.b200.aaa.h3.json")
+    repo.git("rm", "-q", "results/b200/final_adaln_out/final_adaln_out.b200.aaa.h3.json")
+    repo.git("commit", "-q", "-m", "drop it")
+    found = find_baselines(repo)
+    assert found["timestep_mlp"] == "origin/main:" + prior_art("timestep_mlp")
+    assert found["final_adaln_out"] == "origin/main:" + prior_art("final_adaln_out")
+    assert [op for op, ref in found.items() if ref is None] == [
+        "timestep_sinusoid", "adaln_projection", "adaln_row_gather", "norm_modulate", "gate_residual"]
+    # Uncommitted (not on the default branch): not a baseline.
+    (repo.root / prior_art("adaln_projection")).parent.mkdir(parents=True)
+    (repo.root / prior_art("adaln_projection")).write_text("{}\n")
+    assert find_baselines(repo)["adaln_projection"] is None
+
+
+def test_baseline_can_be_named_for_the_projection_or_as_a_folder_of_a_revision(repo):
+    repo.commit_file(prior_art("norm_modulate"))
+    repo.commit_file("old/b200/adaln_projection/adaln_projection.b200.v1.h3.json")
+    repo.commit_file("old/b200/norm_modulate/norm_modulate.b200.prior-art.json")
+    repo.git("tag", "v1.0")
+    repo.commit_file("old/b200/adaln_projection/adaln_projection.b200.v2.h3.json")  # after v1.0: not in it
+    repo.git("update-ref", "refs/remotes/origin/main", "HEAD")
+    found = find_baselines(repo, "v1.0:results/b200/x.json")
+    assert found["adaln_projection"] == "v1.0:results/b200/x.json"  # as named, even if it cannot be read
+    assert found["norm_modulate"] == "origin/main:" + prior_art("norm_modulate")  # the others as usual
+    assert find_baselines(repo, "tonight.json")["adaln_projection"] == "tonight.json"
+    for requested in ("v1.0:old/b200", "v1.0:old/b200/"):
+        found = find_baselines(repo, requested)
+        assert found["adaln_projection"] == "v1.0:old/b200/adaln_projection/adaln_projection.b200.v1.h3.json"
+        assert found["norm_modulate"] == "v1.0:old/b200/norm_modulate/norm_modulate.b200.prior-art.json"
+        assert found["timestep_sinusoid"] is None
+    assert find_baselines(repo, "main:old/b200")["adaln_projection"] == \
+        "main:old/b200/adaln_projection/adaln_projection.b200.v2.h3.json"
 
 
 # --- the dashboard: built on every run, deployed with its history on the default branch -------------
@@ -292,7 +501,7 @@ def test_nightly_builds_uploads_and_deploys_the_dashboard():
     wf = load(NIGHTLY)
     build = step(wf, "Build the dashboard")
     assert build["if"] == "always()"
-    assert 'adaln-bench publish results/ "$HISTORY_DIR" --out "$SITE_DIR"' in build["run"]
+    assert 'adaln-bench publish results/ "${tonight[@]}" "$HISTORY_DIR" --out "$SITE_DIR"' in build["run"]
     upload = step(wf, "Upload the dashboard")
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"].startswith("always()")
     assert '>> "$GITHUB_STEP_SUMMARY"' in step(wf, "Link the dashboard in the summary")["run"]
@@ -304,6 +513,25 @@ def test_nightly_builds_uploads_and_deploys_the_dashboard():
     assert step(wf, "Deploy to GitHub Pages", "pages")["uses"].startswith("actions/deploy-pages@")
     assert '>> "$GITHUB_STEP_SUMMARY"' in step(wf, "Link the dashboard in the summary", "pages")["run"]
     assert wf["permissions"] == {"contents": "read"}  # only the deploy job writes
+
+
+@pytest.mark.parametrize("has_tonight", [True, False])
+def test_build_step_publishes_tonights_reports_when_there_are_some(tmp_path, has_tonight):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "adaln-bench"
+    fake.write_text('#!/bin/bash\necho "$*" >> "$CALLS"\n', encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    if has_tonight:
+        (tmp_path / "tonight" / "b200").mkdir(parents=True)
+    calls, output = tmp_path / "calls", tmp_path / "output"
+    env = {"CALLS": str(calls), "HISTORY_DIR": ".dashboard-history", "SITE_DIR": "site",
+           "GITHUB_OUTPUT": str(output)}
+    proc = run_step(step(load(NIGHTLY), "Build the dashboard")["run"], env, tmp_path, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    middle = " tonight/" if has_tonight else ""
+    assert calls.read_text().splitlines() == [f"publish results/{middle} .dashboard-history --out site"]
+    assert output.read_text().splitlines() == ["built=built"]
 
 
 def _history_remote(tmp_path: Path, files: dict[str, str] | None) -> Path:
@@ -346,19 +574,47 @@ def test_fetch_history_unpacks_the_branch_beside_the_checkout(tmp_path, has_hist
 
 
 @pytest.mark.parametrize("has_history", [True, False])
-def test_keep_history_adds_tonights_report_to_the_branch(tmp_path, has_history):
+def test_keep_history_adds_tonights_reports_to_the_branch(tmp_path, has_history):
     remote = _history_remote(tmp_path, {"reports/b200/old.json": "{}"} if has_history else None)
     work = _clone(remote, tmp_path / "work")
-    (work / "incoming" / "results" / "b200").mkdir(parents=True)
-    (work / "incoming" / "results" / "b200" / "nightly-abc.json").write_text('{"tonight": 1}')
+    tonight = work / "incoming" / "tonight" / "b200"
+    for rel in ("adaln_projection/adaln_projection.b200.abc.h3.json", "norm_modulate/norm_modulate.b200.abc.h3.json",
+                "runs/run.b200.abc.h3.json"):
+        (tonight / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tonight / rel).write_text(json.dumps({"tonight": rel}))
+    (work / "incoming" / "diff-abc").mkdir()
+    (work / "incoming" / "diff-abc" / "norm_modulate.json").write_text("{}")  # a diff: not a report
+    (work / "incoming" / "baselines-abc.txt").write_text("norm_modulate\n")
+    (work / "incoming" / "results" / "h200").mkdir(parents=True)
+    (work / "incoming" / "results" / "h200" / "nightly-abc.json").write_text('{"single": 1}')  # the old layout
     env = {"HISTORY_BRANCH": "dashboard-history", "GITHUB_SHA": "abc"}
-    script = step(load(NIGHTLY), "Keep tonight's report in the history", "pages")["run"]
+    script = step(load(NIGHTLY), "Keep tonight's reports in the history", "pages")["run"]
     proc = run_step(script, env, work)
     assert proc.returncode == 0, proc.stderr
     listing = subprocess.run(["git", "ls-tree", "-r", "--name-only", "dashboard-history"], cwd=remote,
                              capture_output=True, text=True, check=True).stdout.split()
-    expected = ["reports/b200/nightly-abc.json"] + (["reports/b200/old.json"] if has_history else [])
+    expected = ["reports/b200/adaln_projection/adaln_projection.b200.abc.h3.json",
+                "reports/b200/norm_modulate/norm_modulate.b200.abc.h3.json",
+                "reports/b200/runs/run.b200.abc.h3.json",
+                "reports/h200/nightly-abc.json"] + (["reports/b200/old.json"] if has_history else [])
     assert sorted(listing) == sorted(expected)
+    kept = subprocess.run(["git", "show", "dashboard-history:reports/b200/norm_modulate/norm_modulate.b200.abc.h3.json"],
+                          cwd=remote, capture_output=True, text=True, check=True).stdout
+    assert json.loads(kept) == {"tonight": "norm_modulate/norm_modulate.b200.abc.h3.json"}
     again = run_step(script, env, work)  # a rerun of the job adds nothing
     assert again.returncode == 0, again.stderr
     assert "already in the history" in again.stdout
+
+
+def test_keep_history_without_reports_changes_nothing(tmp_path):
+    remote = _history_remote(tmp_path, {"reports/b200/old.json": "{}"})
+    work = _clone(remote, tmp_path / "work")
+    (work / "incoming" / "diff-abc").mkdir(parents=True)
+    (work / "incoming" / "diff-abc" / "none.md").write_text("nothing")
+    env = {"HISTORY_BRANCH": "dashboard-history", "GITHUB_SHA": "abc"}
+    proc = run_step(step(load(NIGHTLY), "Keep tonight's reports in the history", "pages")["run"], env, work)
+    assert proc.returncode == 0, proc.stderr
+    assert "no report tonight: the history is unchanged" in proc.stdout
+    listing = subprocess.run(["git", "ls-tree", "-r", "--name-only", "dashboard-history"], cwd=remote,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert listing == ["reports/b200/old.json"]
