@@ -32,6 +32,8 @@ app = typer.Typer(
     help="Is each AdaLN operator of a diffusion transformer batch-invariant, how accurate against FP64, and how "
     "fast, under each framework's batch-invariant mode?",
     pretty_exceptions_enable=False,
+    # No rich markup in help text: it would take `[plot]`, `[python]`, `[pins]` for style tags and drop them.
+    rich_markup_mode=None,
 )
 
 app.command("run")(run_command)
