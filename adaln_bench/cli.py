@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except _CLICK_USAGE as exc:  # a usage mistake (unknown option, missing argument) is the user's too
         message = exc.format_message()
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `adaln-bench`: its message is the help itself
+            print(message)
+            sys.exit(2)
         if message:  # a bare `adaln-bench` has printed its help already and has nothing to add
             print(f"adaln-bench: {message}", file=sys.stderr)
         sys.exit(2)
