@@ -76,3 +76,11 @@ def test_the_replay_is_not_called_diffusers_in_the_table(tmp_path):
 
     text = _summary_text(_edited_reference(tmp_path, edit))
     assert "diffusers (replay)" in text
+
+
+def test_a_typed_interpreter_that_is_not_there_is_bad_input(capsys):
+    code, out, err = run_main(["run", "--device", "cpu", "--quick", "--preset", "tiny", "--mode", "vllm",
+                               "--python", "vllm=/nonexistent"], capsys)
+    assert code == 2 and err == "adaln-bench: --python vllm=/nonexistent: no such file\n"
+    code, out, err = run_main(["modes", "--python", "vllm=/nonexistent"], capsys)
+    assert code == 2 and err.count("\n") == 1
