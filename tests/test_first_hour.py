@@ -84,3 +84,76 @@ def test_a_typed_interpreter_that_is_not_there_is_bad_input(capsys):
     assert code == 2 and err == "adaln-bench: --python vllm=/nonexistent: no such file\n"
     code, out, err = run_main(["modes", "--python", "vllm=/nonexistent"], capsys)
     assert code == 2 and err.count("\n") == 1
+
+
+# --- the runner --------------------------------------------------------------------------------------
+
+def test_work_directories_of_a_dead_parent_are_removed_at_the_next_start(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from adaln_bench.harness.runner import OWNER_FILE, remove_stale_workdirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    stale, live, foreign, kept = (tmp_path / n for n in ("adaln-bench-a1", "adaln-bench-b2", "adaln-bench-c3",
+                                                         "adaln-bench-kept"))
+    for d in (stale, live, foreign, kept):
+        d.mkdir()
+    (stale / OWNER_FILE).write_text(dead.stdout)
+    (stale / "plain.spec.json").write_text("{}")
+    (live / OWNER_FILE).write_text(f"{os.getpid()}\n")
+    (foreign / OWNER_FILE).write_text("not a pid\n")
+    assert remove_stale_workdirs(tmp_path) == [stale]
+    assert not stale.exists() and live.exists() and foreign.exists() and kept.exists()
+
+
+def test_the_runner_records_its_pid_in_its_work_directory():
+    import os
+
+    from adaln_bench.harness.runner import OWNER_FILE, ChildOptions, ModeRunner
+    from adaln_bench.harness.shapes import PRESETS
+
+    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=10)
+    with ModeRunner(options, [None], lambda mode, event: None) as runner:
+        assert (runner.workdir / OWNER_FILE).read_text().strip() == str(os.getpid())
+    assert not runner.workdir.exists()
+
+
+def test_a_mode_the_child_reported_unavailable_stays_unavailable_after_a_timeout():
+    from adaln_bench.harness.protocol import ChildResult, OpWork
+    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.modes.registry import all_modes
+    from adaln_bench.reports.schema import CandidateUnavailable
+
+    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=1)
+    work = (OpWork(op="adaln_projection", candidates=["diffusers", "bundled"]),)
+    job = ModeJob(all_modes()["vllm"], work)
+    said = ChildResult(mode="vllm", status="unavailable", reason="ModuleNotFoundError: no vllm")
+    partial = ChildResult(mode="vllm", status="running", results={"adaln_projection": {
+        "bundled": CandidateUnavailable(unavailable="needs CUDA", status="unavailable")}})
+    with ModeRunner(options, [None], lambda mode, event: None) as runner:
+        whole = runner._outcome(job, "timeout", "no result within --timeout 1 s", said, 1.0, -9, None)
+        part = runner._outcome(job, "timeout", "no result within --timeout 1 s", partial, 1.0, -9, None)
+    entries = whole.results["adaln_projection"]
+    assert {e.status for e in entries.values()} == {"unavailable"}
+    assert all("ModuleNotFoundError: no vllm" in e.unavailable for e in entries.values())
+    entries = part.results["adaln_projection"]
+    assert entries["bundled"].status == "unavailable"  # reported by the child: kept
+    (other,) = [e for name, e in entries.items() if name != "bundled"]
+    assert other.status == "timeout"  # never reached: the timeout is its honest cause
+
+
+def test_modes_on_the_cpu_says_a_cuda_recipe_is_not_applicable_and_that_it_is_checking():
+    import json
+
+    from conftest import run_cli
+
+    proc = run_cli("modes", "--json", "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["mode"]: r for r in json.loads(proc.stdout)}
+    assert rows["cublaslt_ws1"]["available"] is False and rows["cublaslt_ws1"]["reason"] == "not applicable on cpu"
+    assert rows["plain"]["available"] is True
+    assert proc.stderr.startswith("adaln-bench: checking ") and "each in a child process" in proc.stderr
