@@ -157,3 +157,60 @@ def test_modes_on_the_cpu_says_a_cuda_recipe_is_not_applicable_and_that_it_is_ch
     assert rows["cublaslt_ws1"]["available"] is False and rows["cublaslt_ws1"]["reason"] == "not applicable on cpu"
     assert rows["plain"]["available"] is True
     assert proc.stderr.startswith("adaln-bench: checking ") and "each in a child process" in proc.stderr
+
+
+# --- progress in a log -------------------------------------------------------------------------------
+
+def _log_progress(names, now):
+    import io
+    from types import SimpleNamespace
+
+    from adaln_bench.commands.progress import RunProgress
+
+    jobs = [SimpleNamespace(mode=SimpleNamespace(name=n), key=n) for n in names]
+    stream = io.StringIO()
+    return RunProgress(jobs, disabled=False, stream=stream, now=lambda: now[0]), stream
+
+
+def test_modes_that_never_started_say_not_started():
+    now = [0.0]
+    progress, stream = _log_progress(["plain", "vllm", "sglang"], now)
+    progress.update("plain", {"phase": "starting", "candidate": None, "done": 0, "total": None})
+    now[0] += 5
+    progress.finish("plain", "interrupted")
+    progress.finish("vllm", "interrupted")
+    progress.finish("sglang", "unavailable")  # refused before its child started (another interpreter's check)
+    lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert lines == ["plain: started", "plain: interrupted after 0:00:05", "vllm: not started", "sglang: unavailable"]
+
+
+def test_a_log_gets_a_heartbeat_line_during_a_long_phase():
+    from adaln_bench.commands.progress import HEARTBEAT_S
+
+    now = [0.0]
+    progress, stream = _log_progress(["plain"], now)
+    progress.update("plain", {"phase": "starting", "candidate": None, "done": 0, "total": None})
+    progress.update("plain", {"phase": "accuracy and latency, T=2048", "candidate": "diffusers[plain]",
+                              "done": 0, "total": 0})
+    now[0] += HEARTBEAT_S - 1
+    progress.heartbeat()
+    assert len(stream.getvalue().splitlines()) == 2  # not yet
+    now[0] += 2
+    progress.heartbeat()
+    progress.heartbeat()  # just printed: quiet again for HEARTBEAT_S
+    last = stream.getvalue().splitlines()
+    assert len(last) == 3
+    assert last[-1] == ("[0:00:31] plain · accuracy and latency, T=2048: still running (0:00:31, 0:00:31 in this "
+                        "phase)")
+    now[0] += HEARTBEAT_S
+    progress.finish("plain", "ok")
+    progress.heartbeat()  # a finished mode has no heartbeat
+    assert stream.getvalue().splitlines()[-1].endswith("plain: ok after 0:01:01")
+
+
+def test_the_heartbeat_thread_runs_only_in_a_log():
+    now = [0.0]
+    progress, _ = _log_progress(["plain"], now)
+    with progress:
+        assert progress._beat is not None and progress._beat.is_alive()
+    assert progress._beat is None
