@@ -214,3 +214,74 @@ def test_the_heartbeat_thread_runs_only_in_a_log():
     with progress:
         assert progress._beat is not None and progress._beat.is_alive()
     assert progress._beat is None
+
+
+# --- diff ----------------------------------------------------------------------------------------------
+
+def _write(tmp_path, name, data):
+    import json
+
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_diff_of_a_full_report_against_a_latency_only_one_is_not_comparable(tmp_path, capsys):
+    import copy
+    import json
+
+    from conftest import REFERENCE
+
+    full = json.loads(REFERENCE.read_text())
+    latency = copy.deepcopy(full)
+    latency.setdefault("tool", {"name": "adaln-bench", "version": "0.1.0", "commit": None, "dirty": None})
+    latency["tool"]["argv"] = ["run", "--latency-only"]
+    for cands in latency["results"].values():
+        for entry in cands.values():
+            entry.pop("batch_invariance", None)
+            for point in entry.get("accuracy_latency", {}).values():
+                point["fwd_rel_err"] = None
+    old, new = _write(tmp_path, "full.json", full), _write(tmp_path, "lat.json", latency)
+    code, out, _ = run_main(["diff", str(old), str(new)], capsys)
+    text = " ".join(out.split())
+    assert code == 3, text
+    assert "one full and one latency-only report (NEW ran with --latency-only)" in text and "MISSING" in text
+    # Without argv (an older report), the results themselves say latency-only.
+    latency["tool"]["argv"] = []
+    new = _write(tmp_path, "lat2.json", latency)
+    code, out, _ = run_main(["diff", str(new), str(old)], capsys)
+    assert code == 3 and "OLD ran with --latency-only" in " ".join(out.split())
+    code, out, _ = run_main(["diff", str(new), str(new)], capsys)  # two latency-only reports compare
+    assert code == 0, out
+
+
+def test_diff_hides_informational_rows_unless_asked_and_says_how_many():
+    import json
+
+    from test_diff import REFERENCE_DATA, _with_device_time
+
+    from adaln_bench.reports.diff import diff_reports
+    from adaln_bench.reports.diff_render import render_markdown
+    from adaln_bench.reports.diff import FailOn
+
+    base = _with_device_time(REFERENCE_DATA)
+    noisy_host = _with_device_time(REFERENCE_DATA, event_scale=1.5)
+    result = diff_reports(base, noisy_host)
+    assert result.hidden_informational > 0 and not result.listed
+    sides = {"OLD": ("a.json", base), "NEW": ("b.json", noisy_host)}
+    text = render_markdown(result, sides, FailOn.regression, 0, False)
+    assert "(WORSE)" not in text
+    assert f"{result.hidden_informational} informational rows not listed" in text and "--all lists them" in text
+    assert "No counting row changed." in text
+    every = render_markdown(result, sides, FailOn.regression, 0, True)
+    assert "(WORSE)" in every and "not listed" not in every
+
+
+def test_the_u_test_note_is_in_words():
+    from adaln_bench.reports.stats import LatencyVerdict, StatVerdict
+
+    past = LatencyVerdict(StatVerdict.WORSE, 1.152, 1e-41, 3e-40, 0.002, 0.05, 300, 300)
+    assert past.describe() == "+15.2 %, past ±5% (U test: p = 3e-40 that it is not; 300 vs 300 samples)"
+    within = LatencyVerdict(StatVerdict.SAME, 1.02, 0.01, 1.0, 0.002, 0.05, 300, 300)
+    assert within.describe() == ("+2.0 %, not shown to be past ±5% (U test: p = 1 that it is not, needs ≤ 0.002; "
+                                 "300 vs 300 samples)")

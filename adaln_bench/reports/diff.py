@@ -137,8 +137,15 @@ class ReportDiff:
 
     @property
     def listed(self) -> list[Row]:
-        """What a diff lists by default: every row that is not SAME, the ones shown only included."""
-        return [row for row in self.rows if row.verdict is not Verdict.SAME]
+        """What a diff lists by default: every counting row that is not SAME. The informational rows
+        (host-inclusive times where device time decides) are listed with --all only: at 80 columns they
+        filled several screens."""
+        return [row for row in self.rows if row.verdict is not Verdict.SAME and not row.informational]
+
+    @property
+    def hidden_informational(self) -> int:
+        """Informational rows that are not SAME: what `listed` leaves out and --all shows."""
+        return sum(row.informational and row.verdict is not Verdict.SAME for row in self.rows)
 
     def verdict_counts(self) -> dict[str, int]:
         """Verdicts of the gated rows (the rows shown only are counted apart, in `informational_count`)."""
@@ -189,6 +196,19 @@ def device_kind(report: Report) -> Optional[str]:
 # RL-Kernel's reference report records no shape, but its kind only ever measured the H3 operator
 # (docs/spec.md#2-the-operator).
 H3_SHAPE = (2688, 5376, 3, 96768)
+
+
+def is_latency_only(report: Report) -> bool:
+    """A `run --latency-only` report: its argv says so, or (a report without argv) no measured pair has any
+    invariance probe or error against FP64."""
+    argv = report.tool.argv if report.tool is not None else []
+    if "--latency-only" in argv:
+        return True
+    measured = [e for cands in report.results.values() for e in cands.values() if isinstance(e, CandidateResult)]
+    if argv or not measured:
+        return False
+    return all(e.batch_invariance is None and all(p.fwd_rel_err is None for p in e.accuracy_latency.values())
+               for e in measured)
 
 
 def _shape_key(report: Report) -> Optional[tuple[int, int, int, int]]:
@@ -280,6 +300,15 @@ def compare_configuration(
         add("shape", _shape_text(old), _shape_text(new), shape_blocks, note)
     if shape_blocks:
         blockers.append(f"different shapes: OLD {_shape_text(old)}, NEW {_shape_text(new)}")
+
+    lo_old, lo_new = is_latency_only(old), is_latency_only(new)
+    add("latency_only", lo_old, lo_new, lo_old != lo_new)
+    if lo_old != lo_new:
+        which = "NEW" if lo_new else "OLD"
+        blockers.append(
+            f"one full and one latency-only report ({which} ran with --latency-only): it has no invariance "
+            "probes and no errors against FP64, which would all show as MISSING; compare two latency-only "
+            "reports for latency, or two full ones")
 
     add("kind", old.kind, new.kind)
     add("op", old.op, new.op, old.op != new.op)
