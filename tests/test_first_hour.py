@@ -285,3 +285,13 @@ def test_the_u_test_note_is_in_words():
     within = LatencyVerdict(StatVerdict.SAME, 1.02, 0.01, 1.0, 0.002, 0.05, 300, 300)
     assert within.describe() == ("+2.0 %, not shown to be past ±5% (U test: p = 1 that it is not, needs ≤ 0.002; "
                                  "300 vs 300 samples)")
+
+
+def test_a_cpu_run_estimated_over_a_minute_gets_an_estimate_line():
+    from adaln_bench.harness.cpu_estimate import CPU_LIMIT_S, estimate_line
+
+    what = "flux --quick on the CPU: about 4 min per measured (mode, candidate) pair (estimated here)"
+    assert estimate_line(30, what) is None  # a short run says nothing
+    assert estimate_line(CPU_LIMIT_S + 1, what) is None  # refused without --yes, with its own line
+    assert estimate_line(240, what) == (f"adaln-bench: {what}; it runs now, with a progress line at least every "
+                                        "30 s in a log")
