@@ -295,3 +295,64 @@ def test_a_cpu_run_estimated_over_a_minute_gets_an_estimate_line():
     assert estimate_line(CPU_LIMIT_S + 1, what) is None  # refused without --yes, with its own line
     assert estimate_line(240, what) == (f"adaln-bench: {what}; it runs now, with a progress line at least every "
                                         "30 s in a log")
+
+
+# --- plot --------------------------------------------------------------------------------------------
+
+def _latency_only(data):
+    import copy
+
+    data = copy.deepcopy(data)
+    for cands in data["results"].values():
+        for entry in cands.values():
+            entry.pop("batch_invariance", None)
+            for point in entry.get("accuracy_latency", {}).values():
+                point["fwd_rel_err"], point["grad_rel_err"] = None, None
+    return data
+
+
+def test_the_plot_leaves_out_empty_panels_and_says_latency_is_host_inclusive():
+    import json
+
+    from conftest import REFERENCE
+
+    from adaln_bench.reports.plot import drawn_panels, panel_title, panels
+    from adaln_bench.reports.schema import Report
+
+    data = json.loads(REFERENCE.read_text())
+    full, latency = Report.model_validate(data), Report.model_validate(_latency_only(data))
+    assert drawn_panels([full]) == panels()
+    assert [m.name for m in drawn_panels([latency])] == ["fwd_us", "fwd_bwd_us"]
+    assert len(drawn_panels([latency, full])) == len(panels())  # an overlay draws what either has
+    titles = {m.name: panel_title(m) for m in panels()}
+    assert titles["fwd_bwd_us"] == "Forward + backward latency, host-inclusive event median (lower is better)"
+    assert "host-inclusive" not in titles["fwd_rel_err"]
+
+
+def test_identical_series_are_found_so_that_none_hides_another():
+    from adaln_bench.reports.plot import Series, coinciding
+
+    a = Series(("plain", "diffusers[plain]"), (1, 3), (1e-3, 2e-3))
+    b = Series(("vllm", "diffusers[vllm]"), (1, 3), (1e-3, 2e-3))
+    c = Series(("plain", "bundled"), (1, 3), (1e-3, 3e-3))
+    assert coinciding([a, b, c]) == [[a, b]]
+    assert coinciding([a, c]) == []
+
+
+def test_a_latency_only_plot_has_two_panels_and_unit_ticks(tmp_path):
+    import json
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from conftest import REFERENCE
+
+    from adaln_bench.reports.plot import plot_reports
+    from adaln_bench.reports.schema import Report
+
+    latency = Report.model_validate(_latency_only(json.loads(REFERENCE.read_text())))
+    out = plot_reports([("lat.json", latency)], tmp_path / "p.png")
+    data = out.read_bytes()
+    assert data[:4] == b"\x89PNG"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert height == 600 and width == 2100  # one row: two latency panels and the matrix
