@@ -79,6 +79,9 @@ class RunProgress:
         self._states = {job.key: ModeState(now) for job in jobs}
         self.live = not disabled and self.stream.isatty()
         self.lines = not disabled and not self.live
+        self._beat: Optional[threading.Thread] = None  # the heartbeat thread, in a log only
+        self._beating = threading.Event()
+        self._last_line: Optional[float] = None  # when the last log line was printed
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _ClockColumn(), _EtaColumn(),
             console=Console(file=self.stream), disable=not self.live, transient=False,
@@ -89,7 +92,6 @@ class RunProgress:
     def __enter__(self) -> "RunProgress":
         self._progress.__enter__()
         if self.lines:
-            self._beating = threading.Event()
             self._beat = threading.Thread(target=self._heartbeat_loop, name="adaln-bench-heartbeat", daemon=True)
             self._beat.start()
         return self
@@ -100,9 +102,6 @@ class RunProgress:
             self._beat.join(timeout=5)
             self._beat = None
         self._progress.__exit__(*exc)
-
-    _beat: Optional[threading.Thread] = None
-    _last_line: Optional[float] = None
 
     def _heartbeat_loop(self) -> None:
         while not self._beating.wait(min(5.0, HEARTBEAT_S / 2)):
