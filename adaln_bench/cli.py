@@ -33,6 +33,8 @@ app = typer.Typer(
     help="Is each AdaLN operator of a diffusion transformer batch-invariant, how accurate against FP64, and how "
     "fast, under each framework's batch-invariant mode?",
     pretty_exceptions_enable=False,
+    # No rich markup in help text: it would take `[plot]`, `[python]`, `[pins]` for style tags and drop them.
+    rich_markup_mode=None,
 )
 
 app.command("run")(run_command)
@@ -81,6 +83,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except _CLICK_USAGE as exc:  # a usage mistake (unknown option, missing argument) is the user's too
         message = exc.format_message()
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `adaln-bench`: its message is the help itself
+            print(message)
+            sys.exit(2)
         if message:  # a bare `adaln-bench` has printed its help already and has nothing to add
             print(f"adaln-bench: {message}", file=sys.stderr)
         sys.exit(2)

@@ -5,6 +5,7 @@ Nothing is downloaded: a stand-in framework goes in through a .pth file or a loc
 from __future__ import annotations
 
 import shutil
+import site
 import subprocess
 import sys
 import sysconfig
@@ -14,12 +15,26 @@ ROOT = Path(__file__).resolve().parents[1]
 STANDINS = ROOT / "tests" / "standins"
 
 
+def this_interpreters_site_dirs() -> list[str]:
+    """The site-packages folders this interpreter imports from (a venv's own, not only its base's)."""
+    dirs = [sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages()]
+    return [d for d in dict.fromkeys(dirs) if Path(d).is_dir()]
+
+
 def make_venv(path: Path, system_site_packages: bool = True) -> Path:
-    """A venv made from this interpreter; returns its python (the link inside the venv, not its target)."""
+    """A venv made from this interpreter; returns its python (the link inside the venv, not its target).
+
+    With `system_site_packages`, it sees what this interpreter sees. `venv --system-site-packages` alone
+    would not do that when this interpreter is itself a venv's: the new venv's base is the base
+    interpreter, whose site-packages lack what was installed into this venv (torch, typer, ...). So a .pth
+    file adds this interpreter's site-packages, processing their .pth files too (editable installs).
+    """
     args = [sys.executable, "-m", "venv", "--without-pip", str(path)]
     if system_site_packages:
         args.insert(4, "--system-site-packages")
     subprocess.run(args, check=True, capture_output=True, timeout=120)
+    if system_site_packages and sys.prefix != sys.base_prefix:
+        add_pth(path, "aab_parent_site", [f"import site; site.addsitedir({d!r})" for d in this_interpreters_site_dirs()])
     return path / "bin" / "python"
 
 

@@ -27,10 +27,13 @@ def test_each_mode_runs_under_its_interpreter_and_a_wrong_one_is_a_reason(tmp_pa
     copy_python = make_venv(copy_env)
     put_first(copy_env, different_copy(tmp_path / "copy"))
     missing = tmp_path / "missing" / "bin" / "python"
+    # A missing interpreter in an envs file is that mode's reason (typed with --python it is bad input, exit 2).
+    envs_file = tmp_path / "envs.toml"
+    envs_file.write_text(f'[python]\nsglang = "{missing}"\n')
     out = tmp_path / "r.json"
     # Run from tmp_path with the checkout on PYTHONPATH, so that the copy's .pth can win in its venv.
     proc = run_cli("run", *TINY, "--mode", "plain", "--mode", "vllm", "--mode", "sglang", "--mode", "sglang_ieee",
-                   "--mode", "megatron_triton", "--python", f"vllm={vllm_python}", "--python", f"sglang={missing}",
+                   "--mode", "megatron_triton", "--python", f"vllm={vllm_python}", "--envs-file", str(envs_file),
                    "--python", f"sglang_ieee={bare_python}", "--python", f"megatron_triton={copy_python}",
                    "--out", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -133,8 +133,19 @@ def test_python_options_override_the_envs_file_and_unknown_modes_are_refused(tmp
     path = tmp_path / "envs.toml"
     path.write_text('[python]\nvllm = "a/bin/python"\nsglang = "b/bin/python"\n')
     modes = [m for name, m in all_modes().items() if name in ("plain", "vllm", "sglang")]
-    chosen = choose_interpreters(["sglang=/c/bin/python"], path, modes, None)
-    assert chosen == {"vllm": str(tmp_path / "a" / "bin" / "python"), "sglang": "/c/bin/python"}
+    typed = tmp_path / "c" / "bin" / "python"
+    typed.parent.mkdir(parents=True)
+    typed.write_text("#!/bin/sh\n")
+    typed.chmod(0o755)
+    chosen = choose_interpreters([f"sglang={typed}"], path, modes, None)
+    assert chosen == {"vllm": str(tmp_path / "a" / "bin" / "python"), "sglang": str(typed)}
+    # A typed interpreter that is not there is bad input; the envs file's `a/bin/python` (not built) is not.
+    with pytest.raises(UserError, match=r"^--python vllm=/nonexistent: no such file$"):
+        choose_interpreters(["vllm=/nonexistent"], None, modes, None)
+    with pytest.raises(UserError, match="not an executable file"):
+        choose_interpreters([f"vllm={tmp_path}"], None, modes, None)
+    plain = [m for m in modes if m.name == "plain"]
+    assert choose_interpreters(["vllm=/nonexistent"], None, plain, None) == {}  # a mode not run is not checked
     only_plain = [m for m in modes if m.name == "plain"]
     assert choose_interpreters([], path, only_plain, None) == {}  # modes not run need no interpreter
     with pytest.raises(UserError, match="unknown mode 'vlm'"):

@@ -12,7 +12,8 @@ def test_a_log_gets_one_plain_line_per_phase_per_mode_with_the_elapsed_time(tmp_
     proc = run_cli("run", "--device", "cpu", "--preset", "tiny", "--quick", "--mode", "plain", "--mode", "vllm",
                    "--candidate", "diffusers", "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
-    lines = [l for l in proc.stderr.splitlines() if l.startswith("[")]
+    # Heartbeat lines ("still running", after 30 s without a line) come only on a slow machine.
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("[") and "still running" not in l]
     stamp = r"^\[\d+:\d\d:\d\d\] "
     assert all(re.match(stamp, l) for l in lines), lines
     texts = [re.sub(stamp, "", l) for l in lines]

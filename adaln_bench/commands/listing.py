@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -37,9 +38,16 @@ def modes_command(
         options = ChildOptions(device=run_device, shape=PRESETS["tiny"], quick=True, timeout_s=timeout,
                                modes_file=str(modes_file) if modes_file else None,
                                megatron_src=str(megatron_src) if megatron_src else None, check_only=True)
+        interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
+        # As `run` does: a recipe that only means something on CUDA is not applicable elsewhere, not available.
+        applicable = [m for m in modes if not (m.cuda_only and run_device != "cuda")]
+        print(f"adaln-bench: checking {len(applicable)} modes on the {run_device}, each in a child process "
+              "(--no-check skips this) …", file=sys.stderr, flush=True)
         with ModeRunner(options, [None], lambda mode, event: None) as runner:
-            interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
-            runner.run_all([ModeJob(m, (), interpreters.get(m.name)) for m in modes],
+            for m in modes:
+                if m not in applicable:
+                    runs[m.name] = runner.not_applicable(ModeJob(m, (), interpreters.get(m.name))).run
+            runner.run_all([ModeJob(m, (), interpreters.get(m.name)) for m in applicable],
                            lambda name, outcome: runs.__setitem__(name, outcome.run))
     rows = []
     for m in modes:

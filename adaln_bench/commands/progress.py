@@ -3,7 +3,8 @@
 On a terminal: one live bar per mode, with a clock that keeps moving in every phase (rich's own stops once
 the probe count is complete, which is before accuracy and latency) and an ETA while the probes run. In a
 log (stderr not a terminal): one plain line per phase per mode, with the elapsed time, so that a CI log
-shows where a long run is instead of nothing until the end.
+shows where a long run is instead of nothing until the end; and during a long phase a heartbeat line at
+least every HEARTBEAT_S seconds (a flux-sized latency phase ran almost 4 minutes without a line).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 PROBE_PHASE = "batch invariance"
+HEARTBEAT_S = 30.0  # in a log, the longest silence while a mode runs
 
 
 def clock(seconds: Optional[float]) -> str:
@@ -77,6 +79,9 @@ class RunProgress:
         self._states = {job.key: ModeState(now) for job in jobs}
         self.live = not disabled and self.stream.isatty()
         self.lines = not disabled and not self.live
+        self._beat: Optional[threading.Thread] = None  # the heartbeat thread, in a log only
+        self._beating = threading.Event()
+        self._last_line: Optional[float] = None  # when the last log line was printed
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _ClockColumn(), _EtaColumn(),
             console=Console(file=self.stream), disable=not self.live, transient=False,
@@ -86,13 +91,42 @@ class RunProgress:
 
     def __enter__(self) -> "RunProgress":
         self._progress.__enter__()
+        if self.lines:
+            self._beat = threading.Thread(target=self._heartbeat_loop, name="adaln-bench-heartbeat", daemon=True)
+            self._beat.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._beat is not None:
+            self._beating.set()
+            self._beat.join(timeout=5)
+            self._beat = None
         self._progress.__exit__(*exc)
+
+    def _heartbeat_loop(self) -> None:
+        while not self._beating.wait(min(5.0, HEARTBEAT_S / 2)):
+            self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """In a log: one line per running mode when nothing was printed for HEARTBEAT_S seconds."""
+        with self._lock:
+            if not self.lines or self.now() - (self._last_line if self._last_line is not None else self._t0) \
+                    < HEARTBEAT_S:
+                return
+            running = [(name, st) for name, st in self._states.items() if st.started is not None and st.ended is None]
+            if not running:
+                self._last_line = self.now()  # waiting for children to start: nothing to say yet
+                return
+            for name, st in running:
+                where = f" · {st.phase}" if st.phase else ""
+                count = f", {st.done}/{st.total}" if st.total else ""
+                in_phase = f", {clock(self.now() - st.phase_started)} in this phase" \
+                    if st.phase_started is not None else ""
+                self._line(f"{name}{where}: still running ({clock(st.elapsed())}{in_phase}{count})")
 
     def _line(self, text: str) -> None:
         if self.lines:
+            self._last_line = self.now()
             print(f"[{clock(self.now() - self._t0)}] {text}", file=self.stream, flush=True)
 
     def update(self, mode: str, event: dict) -> None:
@@ -116,9 +150,13 @@ class RunProgress:
         with self._lock:
             state = self._states[mode]
             state.ended = self.now()
-            if state.started is None:  # never ran (interrupted before it started)
-                state.started = state.ended
             task = self._tasks[mode]
             total = self._progress.tasks[task].total or 1
+            if state.started is None:  # never ran: interrupted before it started, or refused before its child
+                word = "not started" if status == "interrupted" else status
+                state.started = state.ended
+                self._progress.update(task, description=f"{mode}: {word}", completed=total, total=total)
+                self._line(f"{mode}: {word}")
+                return
             self._progress.update(task, description=f"{mode}: {status}", completed=total, total=total)
             self._line(f"{mode}: {status} after {clock(state.elapsed())}")

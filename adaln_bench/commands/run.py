@@ -63,17 +63,22 @@ def _check_environments(modes) -> None:
 
 def _check_cpu_cost(ops, shape: Shape, quick: bool, yes: bool) -> None:
     """A shape that would take hours on the CPU runs only with --yes; otherwise one line says why not."""
-    from adaln_bench.harness.cpu_estimate import CPU_LIMIT_S, describe_seconds, estimate_seconds, needs_estimate
+    from adaln_bench.harness.cpu_estimate import (CPU_LIMIT_S, describe_seconds, estimate_line, estimate_seconds,
+                                                  needs_estimate)
 
     costly = [op for op in ops if needs_estimate(op, shape)]
     if not costly:
         return
-    seconds, op = max((estimate_seconds(op, shape, op.family.plan(quick)), op) for op in costly)
-    if seconds <= CPU_LIMIT_S:
-        return
+    seconds, op = max(((estimate_seconds(op, shape, op.family.plan(quick)), op) for op in costly),
+                      key=lambda pair: pair[0])
     what = (f"{shape.describe(with_n=op.name == 'adaln_projection')}{' --quick' if quick else ''} on the CPU: "
             f"about {describe_seconds(seconds)} per measured (mode, candidate) pair"
             f"{'' if len(ops) == 1 else ' of ' + op.name} (estimated here)")
+    if seconds <= CPU_LIMIT_S:
+        line = estimate_line(seconds, what)
+        if line is not None:
+            print(line, file=sys.stderr)
+        return
     if not yes:
         raise UserError(f"{what}; pass --yes to run it anyway, or use a smaller --preset or a GPU")
     print(f"adaln-bench: warning: {what}; running it because of --yes", file=sys.stderr)
@@ -216,8 +221,9 @@ def run_command(
                            latency=not accuracy_only, cold_start=cold_start and not accuracy_only,
                            draw_geometry=geometry.name)
     skipped_names = {m.name for m in skipped}
-    if run_device == "cpu" and slots == [None]:
-        # Each CPU child uses one torch thread: the operators of a mode are dealt over the cores instead.
+    if run_device == "cpu" and slots == [None] and len(ops) > 1:
+        # Each CPU child uses one torch thread: the operators of a mode are dealt over the cores instead
+        # (one operator's modes run one after the other, as they always have).
         slots = [None] * max(1, min(CPU_CHILDREN, os.cpu_count() or 1))
     jobs = make_jobs(selection, [m for m in modes if m.name not in skipped_names], interpreters,
                      parts=len(slots) if run_device == "cpu" else 1)

@@ -152,10 +152,56 @@ def build_env(plan: EnvPlan, log: Callable[[str], None], force: bool = False, ve
             what = "creating the environment" if step == 0 else "installing into it"
             return BuildResult(plan.framework.name, "failed", plan.python,
                                f"{what} failed (exit {code}): {last}".rstrip(": "))
+        if step == 0 and plan.system_site_packages:
+            problem = see_base_venv_packages(plan.base_python, plan.python, log)
+            if problem is not None:
+                shutil.rmtree(plan.path, ignore_errors=True)
+                return BuildResult(plan.framework.name, "failed", plan.python,
+                                   f"creating the environment failed: {problem}")
     stamp = {"recipe": recipe, "installer": plan.installer,
              "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     write_text_atomic(json.dumps(stamp, indent=1) + "\n", plan.path / STAMP)
     return BuildResult(plan.framework.name, "created", plan.python)
+
+
+_SITE_PROBE = """
+import json, site, sys, sysconfig
+dirs = [sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages()]
+print(json.dumps({"venv": sys.prefix != sys.base_prefix, "dirs": list(dict.fromkeys(dirs)),
+                  "purelib": sysconfig.get_path("purelib")}))
+"""
+BASE_SITE_PTH = "adaln-bench-base-site.pth"
+
+
+def _site_probe(python: str) -> dict:
+    proc = subprocess.run([python, "-c", _SITE_PROBE], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        raise OSError(lines[-1] if lines else f"{python} exited {proc.returncode}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def see_base_venv_packages(base_python: str, python: Path, log: Callable[[str], None]) -> Optional[str]:
+    """With --system-site-packages, let the new environment see what the base interpreter sees.
+
+    `venv --system-site-packages` (and uv's) links the new environment to the base interpreter's *base*
+    when that interpreter is itself a venv's, so the packages installed into that venv (torch, typer, the
+    build's setuptools) would be missing. A .pth file in the new environment adds the base venv's
+    site-packages after its own, processing their .pth files too. Returns a reason when it cannot.
+    """
+    try:
+        base = _site_probe(base_python)
+        if not base["venv"]:
+            return None
+        new = _site_probe(str(python))
+        lines = [f"import site; site.addsitedir({d!r})" for d in base["dirs"] if Path(d).is_dir()]
+        Path(new["purelib"]).mkdir(parents=True, exist_ok=True)
+        (Path(new["purelib"]) / BASE_SITE_PTH).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
+        return f"cannot add the base venv's site-packages: {exc}"
+    log(f"  the base interpreter is a venv's: its site-packages added ({BASE_SITE_PTH})")
+    return None
 
 
 def existing_envs(root: Path) -> list[tuple[Path, dict]]:

@@ -105,10 +105,19 @@ def choose_interpreters(python: list[str], envs_file: Optional[Path], modes, mod
     table: dict[str, str] = {}
     if envs_file is not None:
         table.update(read_envs_file(envs_file).python)
-    table.update(parse_python_options(python))
+    typed = parse_python_options(python)
+    table.update(typed)
     known = set(all_modes(modes_file))
     unknown = [name for name in table if name not in known]
     if unknown:
         raise UserError(f"--python/--envs-file: unknown mode {unknown[0]!r}; known modes: {', '.join(sorted(known))}")
     chosen = {m.name for m in modes}
+    # An interpreter typed on the command line that is not there is a typo: bad input. One in an envs file
+    # may name an environment not built on this machine yet: that mode is unavailable with the reason.
+    for name, path in typed.items():
+        if name in chosen:
+            if not os.path.exists(path):
+                raise UserError(f"--python {name}={path}: no such file")
+            if not os.path.isfile(path) or not os.access(path, os.X_OK):
+                raise UserError(f"--python {name}={path}: not an executable file")
     return {name: path for name, path in table.items() if name in chosen and not is_this_interpreter(path)}

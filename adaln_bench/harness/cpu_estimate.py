@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness import random_rows
@@ -126,3 +127,15 @@ def describe_seconds(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+ESTIMATE_LINE_S = 60  # a CPU run estimated longer than this says so before it starts (it needs no --yes)
+
+
+def estimate_line(seconds: float, what: str) -> Optional[str]:
+    """The stderr line `run` prints before a CPU run estimated between ESTIMATE_LINE_S and CPU_LIMIT_S per
+    pair (past CPU_LIMIT_S it is refused without --yes, with its own line): `what` as `_check_cpu_cost` in
+    commands/run.py words it (shape, quick, `about 4 min per measured (mode, candidate) pair`)."""
+    if seconds <= ESTIMATE_LINE_S or seconds > CPU_LIMIT_S:
+        return None
+    return f"adaln-bench: {what}; it runs now, with a progress line at least every 30 s in a log"

@@ -126,6 +126,45 @@ class _ChildProcess:
         self._stderr.close()
 
 
+WORKDIR_PREFIX = "adaln-bench-"
+OWNER_FILE = "adaln-bench-owner.pid"  # in each work directory: the pid of the parent that made it
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_workdirs(root: Optional[Path] = None) -> list[Path]:
+    """Work directories left by a parent that died without cleaning up (SIGKILL, a lost machine): each one
+    whose owner file names a pid that no longer runs. Ones without the file, or not ours, are left alone."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    try:
+        candidates = list(root.glob(WORKDIR_PREFIX + "*"))
+    except OSError:
+        return removed
+    for path in candidates:
+        owner = path / OWNER_FILE
+        try:
+            if not path.is_dir() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+            pid = int(owner.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 class ModeRunner:
     """Runs mode jobs in child processes, one at a time per GPU slot."""
 
@@ -135,7 +174,9 @@ class ModeRunner:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.workdir = Path(tempfile.mkdtemp(prefix="adaln-bench-"))
+        remove_stale_workdirs()
+        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+        (self.workdir / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
         self.interpreter_checks = InterpreterChecks()
 
     def __enter__(self) -> "ModeRunner":
@@ -203,7 +244,7 @@ class ModeRunner:
         tail = _tail(stderr_path)
         if self._stopping.is_set() and not (result and result.complete):
             return self._outcome(job, "interrupted", "interrupted by the user", result, wall, code, gpu, tail)
-        if timed_out:
+        if timed_out and not (result and result.complete):  # a complete result whose exit was slow is no timeout
             return self._outcome(job, "timeout", f"no result within --timeout {self.options.timeout_s:g} s",
                                  result, wall, code, gpu, tail)
         if code != 0 or result is None or not result.complete:
@@ -225,14 +266,17 @@ class ModeRunner:
                       stderr_tail=tail or None, returncode=code)  # kept on success too: a warning is news
         results = {op: dict(entries) for op, entries in result.results.items()} if result else {}
         # Candidates the child never finished get an entry that says why, so nothing disappears silently.
+        # What the child said stays: an entry it reported (unavailable, say) is kept as it is, and a mode it
+        # reported unavailable leaves its candidates unavailable, whatever stopped the child afterwards.
+        if result is not None and result.status == "unavailable" and status != "unavailable":
+            status_of_missing, why = "unavailable", f"mode {job.mode.name} unavailable: {result.reason}"
+        else:
+            status_of_missing, why = status, f"mode {job.mode.name} {status}: {reason}"
         for op, report_name in job.report_names():
             entries = results.setdefault(op, {})
             if report_name not in entries:
-                entry_status = "unavailable" if status == "unavailable" else status
-                if entry_status == "ok":
-                    entry_status = "failed"
-                entries[report_name] = CandidateUnavailable(
-                    unavailable=f"mode {job.mode.name} {status}: {reason}", status=entry_status)
+                entry_status = "failed" if status_of_missing == "ok" else status_of_missing
+                entries[report_name] = CandidateUnavailable(unavailable=why, status=entry_status)
         return ModeOutcome(run=run, child=result, results=results)
 
     def _read_progress(self, mode: str, child: _ChildProcess) -> None:

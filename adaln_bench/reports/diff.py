@@ -137,8 +137,15 @@ class ReportDiff:
 
     @property
     def listed(self) -> list[Row]:
-        """What a diff lists by default: every row that is not SAME, the ones shown only included."""
-        return [row for row in self.rows if row.verdict is not Verdict.SAME]
+        """What a diff lists by default: every counting row that is not SAME. The informational rows
+        (host-inclusive times where device time decides) are listed with --all only: at 80 columns they
+        filled several screens."""
+        return [row for row in self.rows if row.verdict is not Verdict.SAME and not row.informational]
+
+    @property
+    def hidden_informational(self) -> int:
+        """Informational rows that are not SAME: what `listed` leaves out and --all shows."""
+        return sum(row.informational and row.verdict is not Verdict.SAME for row in self.rows)
 
     def verdict_counts(self) -> dict[str, int]:
         """Verdicts of the gated rows (the rows shown only are counted apart, in `informational_count`)."""
@@ -191,21 +198,49 @@ def device_kind(report: Report) -> Optional[str]:
 H3_SHAPE = (2688, 5376, 3, 96768)
 
 
-def _shape_key(report: Report) -> Optional[tuple[int, int, int, int]]:
+def is_latency_only(report: Report) -> bool:
+    """A `run --latency-only` report: its argv says so, or (a report without argv) no measured pair has any
+    invariance probe or error against FP64."""
+    argv = report.tool.argv if report.tool is not None else []
+    if "--latency-only" in argv:
+        return True
+    measured = [e for cands in report.results.values() for e in cands.values() if isinstance(e, CandidateResult)]
+    if argv or not measured:
+        return False
+    return all(e.batch_invariance is None and all(p.fwd_rel_err is None for p in e.accuracy_latency.values())
+               for e in measured)
+
+
+H3_SIZES = {"dim": 2688, "hidden": 5376, "modalities": 3, "out_features": 96768, "frequency": 256}
+
+
+def _shape_key(report: Report, other: Optional[Report] = None) -> Optional[tuple]:
+    """The sizes a report measured at. RL-Kernel's reports record none: H3's, restricted to the sizes the other
+    report's operator records (a norm_modulate report records H and M only)."""
     s = report.shape
     if s is None:
-        return H3_SHAPE if report.kind == PRIOR_ART_KIND else None
-    return (s.dim, s.hidden, s.modalities, s.out_features)
+        if report.kind != PRIOR_ART_KIND:
+            return None
+        names = other.shape.sizes().keys() if other is not None and other.shape is not None else None
+        if names is None or report.op == "adaln_projection" and not names:
+            return H3_SHAPE
+        return tuple(sorted((k, H3_SIZES[k]) for k in names if k in H3_SIZES))
+    if report.op == "adaln_projection" or set(s.sizes()) == {"dim", "hidden", "modalities", "out_features"}:
+        return (s.dim, s.hidden, s.modalities, s.out_features)
+    return tuple(sorted(s.sizes().items()))
 
 
-def _shape_text(report: Report) -> Optional[str]:
-    key = _shape_key(report)
+def _shape_text(report: Report, other: Optional[Report] = None) -> Optional[str]:
+    key = _shape_key(report, other)
     if key is None:
         return None
     if report.shape is None:
         preset = f" (H3, implied by kind {report.kind})"
     else:
         preset = f" ({report.shape.preset})" if report.shape.preset else ""
+    if key and isinstance(key[0], tuple):
+        symbols = {"dim": "D", "hidden": "H", "modalities": "M", "out_features": "N", "frequency": "F"}
+        return " ".join(f"{symbols[k]}={v}" for k, v in key) + preset
     return "D={} H={} M={} N={}".format(*key) + preset
 
 
@@ -271,19 +306,28 @@ def compare_configuration(
             "(--allow-quick-mismatch to compare the invariance verdicts and the common T only)"
         )
 
-    shape_old, shape_new = _shape_key(old), _shape_key(new)
+    shape_old, shape_new = _shape_key(old, new), _shape_key(new, old)
     shape_blocks = shape_old is not None and shape_new is not None and shape_old != shape_new
     # Listed only when the dimensions differ or one side does not say: a preset name alone is no change.
     if shape_old != shape_new:
         note = "" if shape_old is not None and shape_new is not None else (
             f"not recorded in {'OLD' if shape_old is None else 'NEW'}")
-        add("shape", _shape_text(old), _shape_text(new), shape_blocks, note)
+        add("shape", _shape_text(old, new), _shape_text(new, old), shape_blocks, note)
     if shape_blocks:
-        blockers.append(f"different shapes: OLD {_shape_text(old)}, NEW {_shape_text(new)}")
+        blockers.append(f"different shapes: OLD {_shape_text(old, new)}, NEW {_shape_text(new, old)}")
 
     geo_old, geo_new = _geometry_text(old), _geometry_text(new)
     add("draw_geometry", geo_old, geo_new,
         note="other seeded inputs: the numbers do not compare bit for bit (run --draw-geometry)")
+    lo_old, lo_new = is_latency_only(old), is_latency_only(new)
+    add("latency_only", lo_old, lo_new, lo_old != lo_new)
+    if lo_old != lo_new:
+        which = "NEW" if lo_new else "OLD"
+        blockers.append(
+            f"one full and one latency-only report ({which} ran with --latency-only): it has no invariance "
+            "probes and no errors against FP64, which would all show as MISSING; compare two latency-only "
+            "reports for latency, or two full ones")
+
     add("kind", old.kind, new.kind)
     add("op", old.op, new.op, old.op != new.op)
     if old.op != new.op:

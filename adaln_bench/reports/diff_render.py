@@ -101,6 +101,12 @@ def headline(result: ReportDiff, fail_on: FailOn, code: int) -> str:
     return f"{what}{ignored}; {gated} compared: {tally or 'nothing'}{shown}"
 
 
+def hidden_line(result: ReportDiff) -> str:
+    n = result.hidden_informational
+    return (f"{n} informational row{'s' if n != 1 else ''} not listed (host-inclusive times that changed; device "
+            "time decides, so they count for nothing): --all lists them")
+
+
 def summary_rows(result: ReportDiff) -> list[tuple[str, str, str, dict[str, int], Verdict]]:
     """Per (mode, candidate): invariance old → new, verdict counts, and the worst verdict."""
     groups: dict[tuple[str, str], list[Row]] = {}
@@ -198,6 +204,8 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
                               Text(format_value(row.metric, row.old)), Text(format_value(row.metric, row.new)),
                               format_change(row))
             console.print(table)
+        if not show_all and result.hidden_informational:
+            console.print(hidden_line(result))
 
     style = "bold red" if code else "bold green"
     console.print(Text(f"{headline(result, fail_on, code)} → exit {code}", style=style))
@@ -243,7 +251,9 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
               format_value(r.metric, r.new), format_change(r),
               f"({r.verdict.value})" if r.informational else _md_verdict(r.verdict), r.note] for r in rows])
     else:
-        out.append("Every row is SAME.")
+        out.append("No counting row changed." if result.hidden_informational else "Every row is SAME.")
+    if not show_all and result.hidden_informational:
+        out += ["", hidden_line(result)]
     out.append("")
 
     shown = [v for v in VERDICT_ORDER if any(r.verdict is v for r in result.rows)]

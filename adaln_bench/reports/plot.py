@@ -1,7 +1,9 @@
 """One PNG that answers the three questions at a glance: how fast, how accurate, which pairs are invariant.
 
-Panels: forward and forward + backward latency against T, the forward, d_temb and dW errors against
-FP64 against T (all on log axes), and a matrix of the batch-invariance probes per (mode, candidate).
+Panels: forward and forward + backward latency against T (host-inclusive event medians), the forward, d_temb
+and dW errors against FP64 against T (all on log axes, ticks in units), and a matrix of the batch-invariance
+probes per (mode, candidate). Panels with nothing to draw (the errors of a latency-only report) are left out;
+series with the same points are drawn as rings round each other, with a note saying which.
 Colour and marker name the (mode, candidate); line style names the report, so two reports overlay.
 Latencies with a kept distribution are drawn with their interquartile range shaded.
 matplotlib is optional (the `plot` extra); the figure is drawn on the Agg canvas, without pyplot.
@@ -9,6 +11,7 @@ matplotlib is optional (the `plot` extra); the figure is drawn on the Agg canvas
 from __future__ import annotations
 
 import os
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +86,28 @@ def panels() -> list[metrics.PointMetric]:
     """The metrics drawn against T, latencies first, in table order within each kind."""
     drawn = [m for m in metrics.POINT_METRICS if m.plot]
     return [m for m in drawn if m.kind is metrics.LATENCY] + [m for m in drawn if m.kind is not metrics.LATENCY]
+
+
+def drawn_panels(reports: list[Report]) -> list[metrics.PointMetric]:
+    """The panels with something to draw in at least one report: a latency-only report has no errors
+    against FP64, and three empty panels said nothing."""
+    return [m for m in panels() if any(series(r, m.name) for r in reports)]
+
+
+def coinciding(drawn: list[Series]) -> list[list[Series]]:
+    """Groups of two or more series of one panel and report with exactly the same points: drawn one over
+    the other, only the last would show."""
+    groups: dict[tuple, list[Series]] = {}
+    for s in drawn:
+        groups.setdefault((s.ts, s.values), []).append(s)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def panel_title(metric: metrics.PointMetric) -> str:
+    """Latency panels say that they are the host-inclusive event medians (RL-Kernel's figure), not device
+    time."""
+    host = ", host-inclusive event median" if metric.kind is metrics.LATENCY else ""
+    return f"{metric.title}{host} ({metric.better} is better)"
 
 
 def series(report: Report, name: str) -> list[Series]:
@@ -166,7 +191,7 @@ def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str])
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     if not 1 <= len(reports) <= MAX_REPORTS:
         raise UserError(f"plot takes 1 to {MAX_REPORTS} reports, not {len(reports)}")
@@ -178,7 +203,7 @@ def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str])
         key: (palette(i % palette.N), MARKERS[i % len(MARKERS)]) for i, key in enumerate(all_pairs)
     }
 
-    drawn = panels()
+    drawn = drawn_panels([r for _, r in reports]) or panels()[:1]
     grid_rows = len(drawn) // PANEL_COLUMNS + 1  # the matrix after the last panel
     fig = Figure(figsize=(21, PANEL_HEIGHT * grid_rows), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
@@ -188,34 +213,54 @@ def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str])
 
     all_ts = sorted({t for _, r in reports for m in drawn for s in series(r, m.name) for t in s.ts})
     for ax, metric in zip(axes, drawn):
+        notes = []
         for (_, report), line_style in zip(reports, LINE_STYLES):
-            for s in series(report, metric.name):
+            report_series = series(report, metric.name)
+            # Series with the same points: each later one drawn smaller, so the earlier show as rings round it.
+            layer = {}
+            for group in coinciding(report_series):
+                for depth, s in enumerate(group):
+                    layer[s.key] = (depth, len(group))
+                note = " = ".join(pair_label(*s.key) for s in group)
+                if note not in notes:
+                    notes.append(note)
+            for s in report_series:
                 colour, marker = style[s.key]
-                ax.plot(s.ts, s.values, linestyle=line_style, color=colour, marker=marker, markersize=6,
-                        linewidth=1.8, markerfacecolor=colour if line_style == "-" else "white")
+                depth, size = layer.get(s.key, (0, 1))
+                grow = size - 1 - depth
+                ax.plot(s.ts, s.values, linestyle=line_style, color=colour, marker=marker,
+                        markersize=6 + 4 * grow, linewidth=1.8 + 1.6 * grow,
+                        markerfacecolor=colour if line_style == "-" and grow == 0 else "white")
                 if s.q1:
                     ax.fill_between(s.ts, s.q1, s.q3, color=colour, alpha=0.15, linewidth=0)
         _t_axis(ax, all_ts)
         ax.set_yscale("log")
         ticks = FuncFormatter(lambda value, _pos, kind=metric.kind: kind.axis(value))
         ax.yaxis.set_major_formatter(ticks)
-        if metric.kind is metrics.ERROR:
-            # Errors of one candidate family often span less than a decade: label the minor ticks too.
-            low, high = ax.get_ylim()
-            if high / low < 10:
-                ax.yaxis.set_minor_formatter(ticks)
-                ax.tick_params(axis="y", which="minor", labelsize=8)
+        # One formatter for every labelled tick: matplotlib's own minor labels (`2×10²`) have no unit beside
+        # the major ones (`1 ms`). A span under about a decade and a half gets its minor ticks labelled.
+        low, high = ax.get_ylim()
+        if high / low < 30:
+            ax.yaxis.set_minor_formatter(ticks)
+            ax.tick_params(axis="y", which="minor", labelsize=8)
+        else:
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylabel(metric.kind.axis_label)
-        ax.set_title(f"{metric.title} ({metric.better} is better)", fontsize=13, loc="left")
+        ax.set_title(panel_title(metric), fontsize=13, loc="left")
+        if notes:
+            text = textwrap.fill("same values, drawn as rings: " + "; ".join(notes), width=90)
+            note = ax.text(0.01, 0.01, text, transform=ax.transAxes, fontsize=8, ha="left", va="bottom",
+                           color="#455a64")
+            note.set_in_layout(False)  # inside the axes: constrained layout must not make room for it
 
     _draw_matrix(matrix_ax, reports, all_pairs, style)
 
     handles = [Line2D([], [], color=style[k][0], marker=style[k][1], linestyle="-", linewidth=2,
                       label=pair_label(*k)) for k in all_pairs]
     if len(reports) > 1:
-        handles += [Line2D([], [], color="black", linestyle=ls, linewidth=2, label=label)
+        handles += [Line2D([], [], color="black", linestyle=ls, linewidth=2, label=Path(label).name)
                     for (label, _), ls in zip(reports, LINE_STYLES)]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), fontsize=11,
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=11,
                frameon=False)
     fig.suptitle(_title(reports), fontsize=15)
     return _save_png(fig, out)
@@ -231,7 +276,8 @@ def _draw_matrix(ax, reports: list[tuple[str, Report]], all_pairs: list[tuple[st
             for col, cell in enumerate(invariance_cells(report, mode, candidate)):
                 x = col_block * (ncols + 0.4) + col
                 ax.add_patch(Rectangle((x, row), 0.96, 0.92, facecolor=cell.colour, edgecolor="white"))
-                ax.text(x + 0.48, row + 0.46, cell.text, ha="center", va="center", fontsize=9,
+                ax.text(x + 0.48, row + 0.46, cell.text, ha="center", va="center",
+                        fontsize=9 if len(cell.text) <= 3 else 7,
                         color="white" if cell.colour in (GREEN, RED) else "black", fontweight="bold")
     width = len(reports) * (ncols + 0.4) - 0.4
     ax.set_xlim(-0.05, width)
@@ -247,9 +293,6 @@ def _draw_matrix(ax, reports: list[tuple[str, Report]], all_pairs: list[tuple[st
         for col, name in enumerate(columns):
             xs.append(left + col + 0.48)
             labels.append(name)
-        if len(reports) > 1:
-            ax.text(left + ncols / 2, -0.25, f"{Path(label).name}\n({LINE_STYLE_NAMES[block]})", ha="center",
-                    va="bottom", fontsize=9)
     ax.set_xticks(xs)
     ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=9)
     ax.tick_params(length=0)
@@ -257,8 +300,14 @@ def _draw_matrix(ax, reports: list[tuple[str, Report]], all_pairs: list[tuple[st
         spine.set_visible(False)
     hidden = pairs_without_result([r for _, r in reports])
     note = f"\n{hidden} (mode, candidate) pairs without a result are not shown" if hidden else ""
-    ax.set_title(f"Batch invariance: rows or batches that differ\n(green: none, red: some, grey: no result){note}",
-                 fontsize=11, loc="center", pad=32 if len(reports) > 1 else 6)
+    if not any(isinstance(e, CandidateResult) and e.batch_invariance is not None
+               for _, r in reports for cands in r.results.values() for e in cands.values()):
+        note += "\nno invariance probes: latency-only (run --latency-only)"
+    # The reports' blocks are named in the title, left to right: a label over the blocks ran into it.
+    blocks = ("\n" + "  |  ".join(f"{Path(label).name} ({LINE_STYLE_NAMES[i]})" for i, (label, _)
+                                  in enumerate(reports))) if len(reports) > 1 else ""
+    ax.set_title(f"Batch invariance: rows or batches that differ\n(green: none, red: some, grey: no result)"
+                 f"{note}{blocks}", fontsize=11, loc="center", pad=6)
 
 
 def _title(reports: list[tuple[str, Report]]) -> str:

@@ -1,6 +1,7 @@
 """Rendering a report for people: a rich table on the terminal, or markdown for a pull request."""
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from typing import Optional, get_args
@@ -64,9 +65,14 @@ def invariance_verdict(result: CandidateResult) -> str:
     bi = result.batch_invariance
     if bi is None:
         return prefix + "not probed"
-    if bi.batch_invariant:
+    # The counts decide, not the stored flag: a hand-edited or buggy report can say true over non-zero counts.
+    counted = metrics.probes_pass(bi)
+    if counted and bi.batch_invariant:
         return prefix + "yes"
-    return prefix + "NO: " + "; ".join(metrics.probe_failures(bi))
+    if counted:  # the flag says no, yet every count is 0 and every flag holds
+        return prefix + "NO: the report's batch_invariant is false, though every probe count is 0"
+    note = "; the report's batch_invariant says true, its counts disagree" if bi.batch_invariant else ""
+    return prefix + "NO: " + "; ".join(metrics.probe_failures(bi)) + note
 
 
 def _cell(result: CandidateResult, tokens: str) -> str:
@@ -147,6 +153,19 @@ def _short_name(mode: str, name: str) -> str:
     return name[: -len(suffix)] if name.endswith(suffix) and len(name) > len(suffix) else name
 
 
+REPLAY_MARK = " (replay)"
+
+
+def is_replay(entry) -> bool:
+    """The stock candidate measured as its op-for-op replay (diffusers not installed): its source says so."""
+    return isinstance(entry, CandidateResult) and bool(entry.source) and entry.source.startswith("replay of ")
+
+
+def _table_name(mode: str, name: str, entry) -> str:
+    """The short name, marked when the entry is a replay: `diffusers (replay)` is not diffusers' own code."""
+    return _short_name(mode, name) + (REPLAY_MARK if is_replay(entry) else "")
+
+
 def _summary(result: CandidateResult, tokens: str) -> dict[str, str]:
     """The `report` cells of one T (metrics.summary_columns(): fwd err, grad err, fwd+bwd), or dashes."""
     point = result.accuracy_latency.get(tokens)
@@ -198,7 +217,8 @@ def _answer_table(report: Report) -> Table:
             times = ["—"] * len(sizes)
             if isinstance(entry, CandidateResult):
                 times = [_summary(entry, t)["fwd+bwd"] if backward else _forward_time(entry, t) for t in sizes]
-            table.add_row(f"  {escape(_short_name(mode, name))}", f"[{style}]{escape(word)}[/{style}]", *times)
+            table.add_row(f"  {escape(_table_name(mode, name, entry))}", f"[{style}]{escape(word)}[/{style}]",
+                          *times)
     return table
 
 
@@ -297,6 +317,18 @@ def _detail_lines(report: Report) -> list[str]:
     return lines
 
 
+_MESSAGE = re.compile(r"\b[A-Za-z_][\w.]*(Warning|Error|Exception)\b:\s")
+
+
+def telling_line(stderr: str) -> str:
+    """The line of a child's stderr worth quoting: the last warning or error message (`…UserWarning: …`),
+    not the source line Python prints under a warning (`return Variable._execution_engine.run_backward(`);
+    the last line when none looks like one."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    messages = [line for line in lines if _MESSAGE.search(line)]
+    return (messages or lines)[-1] if lines else ""
+
+
 def print_summary(report: Report, console: Optional[Console] = None) -> None:
     console = console or wide_console()
     console.print(escape(header(report)))
@@ -323,7 +355,7 @@ def print_summary(report: Report, console: Optional[Console] = None) -> None:
             if run.observed is not None and run.observed.reference_mode_off is False:
                 console.print(f"note: mode {escape(name)} has no switch-off; its FP64 reference ran with the mode on")
             if run.status == "ok" and run.stderr_tail and run.stderr_tail.strip():
-                last = run.stderr_tail.strip().splitlines()[-1].strip()
+                last = telling_line(run.stderr_tail)
                 console.print(escape(f"note: mode {name} wrote to stderr (modes.{name}.stderr_tail), last line: {last}"))
     for line in environment_lines(report):
         console.print(escape(line))
@@ -339,7 +371,8 @@ def markdown(report: Report) -> str:
     table = []
     for row in rows(report):
         verdict = row.verdict if not row.verdict.startswith(NO_RESULT) else f"{row.verdict}: {row.note}"
-        table.append([row.mode, f"`{row.candidate}`", verdict, *row.cells])
+        replay = REPLAY_MARK if row.note and row.note.startswith("replay of ") else ""
+        table.append([row.mode, f"`{row.candidate}`{replay}", verdict, *row.cells])
     lines += markdown_table(cols, table)
     device = [(mode, f"`{name}`", *cells) for mode, candidates in report.results.items()
               for name, entry in candidates.items()

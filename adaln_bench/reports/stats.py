@@ -68,9 +68,15 @@ class LatencyVerdict:
     warning: Optional[str] = None
 
     def describe(self) -> str:
-        """One line for a diff note, e.g. `+15.2 %, p = 3e-40 past ±5 % (U test, 300 vs 300 samples)`."""
-        text = (f"{(self.ratio - 1) * 100:+.1f} %, p = {self.p_beyond:.2g} past ±{self.threshold:.0%} "
-                f"(U test, {self.n_old} vs {self.n_new} samples)")
+        """One line for a diff note, in words: `+15.2 %, past ±5% (U test: p = 3e-40 that it is not; 300 vs
+        300 samples)`, or `+2.0 %, not shown to be past ±5% (U test: p = 1 that it is not, needs ≤ 0.002; …)`."""
+        change, threshold = f"{(self.ratio - 1) * 100:+.1f} %", f"±{self.threshold:.0%}"
+        samples = f"{self.n_old} vs {self.n_new} samples"
+        if self.p_beyond <= self.alpha:
+            text = f"{change}, past {threshold} (U test: p = {self.p_beyond:.2g} that it is not; {samples})"
+        else:
+            text = (f"{change}, not shown to be past {threshold} (U test: p = {self.p_beyond:.2g} that it is not, "
+                    f"needs ≤ {self.alpha:g}; {samples})")
         return f"{text}; {self.warning}" if self.warning else text
 
 
