@@ -222,7 +222,7 @@ def _shape_key(report: Report, other: Optional[Report] = None) -> Optional[tuple
         if report.kind != PRIOR_ART_KIND:
             return None
         names = other.shape.sizes().keys() if other is not None and other.shape is not None else None
-        if names is None or report.op == "adaln_projection" and not names:
+        if names is None or report.op == "adaln_projection":
             return H3_SHAPE
         return tuple(sorted((k, H3_SIZES[k]) for k in names if k in H3_SIZES))
     if report.op == "adaln_projection" or set(s.sizes()) == {"dim", "hidden", "modalities", "out_features"}:
