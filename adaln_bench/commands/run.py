@@ -207,8 +207,8 @@ def run_command(
 
     what = f"{len(ops)} operator(s)" if len(ops) > 1 else ops[0].name
     if run_device == "cpu" and device == "auto":
-        print(f"adaln-bench: no CUDA device here: running {what} on the CPU with the {shape.preset or 'given'} "
-              f"shape {shape.describe(('dim', 'hidden', 'modalities'), with_n=len(ops) == 1)} (CPU times are for "
+        print(f"adaln-bench: no CUDA device here: running {what} on the CPU with the "
+              f"{shape.describe(('dim', 'hidden', 'modalities'), with_n=len(ops) == 1)} shape (CPU times are for "
               "smoke runs only)", file=sys.stderr)
     elif not quiet:
         print(f"adaln-bench: {run_device}, {what}, {shape.describe()}, {len(modes)} mode(s)"
