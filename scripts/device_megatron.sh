@@ -10,6 +10,8 @@
 #   writes the finished modes as an incomplete report),
 #   NAME=megatron: the report is $OUT/$NAME.json, its log $OUT/$NAME.log. Everything else is logged under $OUT.
 #   SKIP_CHECKS=1: skip the TE and switch checks (about a minute), e.g. when a run needs the time.
+#   EXTRA_RUN="run options": after the Megatron run, one more `adaln-bench run` with TE importable from the
+#   staging (e.g. TE's RMSNorm as a norm_modulate candidate), into $OUT/$NAME-extra/, log $OUT/$NAME-extra.log.
 set -uo pipefail
 NAME=${NAME:-megatron}
 TARBALL=${TARBALL:-.carry/megatron/megatron-stage.tar.xz}
@@ -85,11 +87,19 @@ echo "run exit $rc after $(( $(date +%s) - start )) s"
 grep -v '^\[' "$OUT/$NAME.log" | tail -c 2500
 for report in "$OUT/$NAME"/*/*.json; do
   [ -f "$report" ] || continue
+  case "$report" in */runs/*) continue ;; esac  # the run index lists reports; it is not one
   python3 scripts/stage_megatron.py check-report "$report" --manifest "$STAGE/manifest.json" \
     >> "$OUT/check-report.txt" 2>&1
   echo "check-report $(basename "$report") exit $?"
 done
 [ -f "$OUT/check-report.txt" ] && cat "$OUT/check-report.txt"
+if [ -n "${EXTRA_RUN:-}" ]; then
+  echo "== adaln-bench run $EXTRA_RUN (TE from the staging)"
+  # shellcheck disable=SC2086  # the options are words on purpose
+  timeout --signal=TERM "${EXTRA_TIMEOUT:-150}" python3 -m adaln_bench run --device cuda --out "$OUT/$NAME-extra" \
+    $EXTRA_RUN > "$OUT/$NAME-extra.log" 2>&1
+  echo "extra run exit $?"; grep -v '^\[' "$OUT/$NAME-extra.log" | tail -c 2000
+fi
 echo "total $(since)"
 # At most 8 files come back: everything in one archive.
 (cd "$OUT" && tar czf "$NAME.tgz" --remove-files $(ls | grep -v "^$NAME.tgz$"))

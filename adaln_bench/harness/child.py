@@ -51,8 +51,6 @@ def run_child(spec: ChildSpec) -> ChildResult:
     mode = all_modes(spec.modes_file)[spec.mode]
     result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
     device = torch.device(spec.device)
-    if device.type == "cuda":
-        torch.cuda.set_device(0)
     before = observe.dispatch_snapshot()
     try:
         switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
@@ -63,6 +61,8 @@ def run_child(spec: ChildSpec) -> ChildResult:
         traceback.print_exc()
         save()
         return result
+    if device.type == "cuda":  # after the switch: Megatron's te_native wants to be on before CUDA starts
+        torch.cuda.set_device(0)
     result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
     result.environment = torch_environment(spec.device)
     notes = switch.switch.notes if switch.switch is not None else {}
