@@ -4,10 +4,17 @@
 # reports, the run index and the logs under $OUT/family/ (two folders down: what comes back).
 # Usage (on the GPU machine, from the repo root): bash scripts/device_family.sh [run options…]
 #   DRAWS=1: run scripts/draws_check.py first; NAME=family (default): the folder under $OUT
+#   TE_STAGING=PATH: install that Megatron/TE staging tarball first (scripts/stage_megatron.py install; carry
+#   .carry/megatron), so that Transformer Engine's candidates can run; its install log is $OUT/te-install.log
 set -uo pipefail
 NAME=${NAME:-family}
 source "$(dirname "$0")/device_setup.sh"
 export ADALN_BENCH_COMMIT=${ADALN_BENCH_COMMIT:-}
+if [ -n "${TE_STAGING:-}" ]; then
+  python3 scripts/stage_megatron.py install --tarball "$TE_STAGING" --dest /tmp/megatron-stage \
+    > "$OUT/te-exports.sh" 2> "$OUT/te-install.log" || { cat "$OUT/te-install.log"; exit 1; }
+  source "$OUT/te-exports.sh"; tail -n 1 "$OUT/te-install.log"
+fi
 if [ -n "${DRAWS:-}" ]; then
   timeout 120 python3 scripts/draws_check.py --json "$OUT/draws.json" > "$OUT/draws.log" 2>&1
   echo "draws check exit $?"; tail -n 12 "$OUT/draws.log"
@@ -23,5 +30,5 @@ rc=$?
 echo "run exit $rc after $(( $(date +%s) - start )) s"
 grep -v '^\[' "$OUT/$NAME.log" | grep -E "^  |invariant|report|exit|error|Error" | tail -c 6000
 # At most 8 files come back: everything in one archive.
-tar czf "$OUT/$NAME.tgz" -C "$OUT" --remove-files $(cd "$OUT" && ls -d "$NAME" "$NAME.log" draws.json draws.log smoke smoke.log nvidia-smi.txt pip.log 2>/dev/null)
+tar czf "$OUT/$NAME.tgz" -C "$OUT" --remove-files $(cd "$OUT" && ls -d "$NAME" "$NAME.log" draws.json draws.log smoke smoke.log nvidia-smi.txt pip.log te-install.log 2>/dev/null)
 exit $rc
