@@ -19,9 +19,9 @@ export PYTHONPATH=$SITE:$PWD
 stamp "installed $(ls "$CARRY"/whl | wc -l) wheels"
 python3 scripts/slim_frameworks.py kernels verify --site "$SITE"
 stamp "kernels, once each"
-timeout 60 python3 scripts/sglang_kernels_check.py kernels
+timeout 50 python3 scripts/sglang_kernels_check.py kernels
 stamp "harness"
-timeout 130 python3 -m adaln_bench run --device cuda --op timestep_sinusoid --op norm_modulate --mode plain \
+timeout 110 python3 -m adaln_bench run --device cuda --op timestep_sinusoid --op norm_modulate --mode plain \
   --candidate sglang --candidate diffusers --no-cold-start --quick --out "$OUT/sg" 2>&1 | tail -60
 echo "harness rc=${PIPESTATUS[0]}"
 stamp "summary"
