@@ -11,14 +11,13 @@ from typing import Callable, Optional
 
 # What SGLang 0.5.23 pins for its two AdaLN kernels (its METADATA: apache-tvm-ffi==0.1.11,
 # nvidia-cutlass-dsl[cu13]==4.8.0). scripts/slim/sglang_kernels.py stages the first, not the second.
-SGLANG_KERNELS_VERSION = "0.5.23"
 TVM_FFI = "apache-tvm-ffi 0.1.11"
 CUTLASS_DSL_NOT_STAGED = (
     "nvidia-cutlass-dsl 4.8.0[cu13], SGLang 0.5.23's pin for its CuTe DSL kernels, is not installed; the "
     "sglang-kernels staging leaves it out: its wheels are 92.2 MiB and unpack to 244.1 MiB, and xz -9e takes its "
     "MLIR library (_cutlass_ir.cu13, 184.2 MiB) to 47.8 MiB and its runtime (libcute_dsl_runtime, 41.6 MiB) to "
-    "12.8 MiB: with its Python parts (4.5 MiB) and the working tree, more than the 64 MiB one device call "
-    "carries (docs/compat.md)")
+    "12.8 MiB: with its other three wheels (4.5 MiB), more than the 64 MiB one device call carries before the "
+    "working tree (docs/compat.md)")
 
 
 def _cuda_reason() -> Optional[str]:
@@ -110,11 +109,6 @@ def sglang_cutedsl_availability(module: str) -> Callable[[], Optional[str]]:
                 or _sglang_module_reason(module))
 
     return check
-
-
-def sglang_kernel_availability(module: str) -> Callable[[], Optional[str]]:
-    """Kept for callers of the old name: the JIT check."""
-    return sglang_jit_availability(module)
 
 
 def dist_version(name: str) -> str:
