@@ -4,7 +4,10 @@
     python3 scripts/slim_frameworks.py sizes [--out .carry/frameworks]
     python3 scripts/slim_frameworks.py trace vllm|sglang --deps PATH[:PATH...]   # regenerate a file list
     python3 scripts/slim_frameworks.py check-report REPORT.json --wheels DIR
+    python3 scripts/slim_frameworks.py kernels build [--out .carry/sglang-kernels]  # SGLang's two AdaLN kernels
   on the GPU machine:
+    python3 scripts/slim_frameworks.py kernels verify --site /tmp/site   # after pip install of its whl/
+  and for vLLM's library, on the GPU machine:
     python3 scripts/slim_frameworks.py stage --carried .carry/frameworks/stage1 --to $HOME/stage   # call 1
     python3 scripts/slim_frameworks.py join --staged $HOME/stage --carried .carry/frameworks/stage2 --site /tmp/site
 
@@ -25,7 +28,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from slim import pins
+from slim import pins, sglang_kernels
 from slim.library_parts import join_library, split_library, stage_part
 from slim.record import dist_info_dir, parse_record
 from slim.report_check import check_report, find_wheel
@@ -174,6 +177,30 @@ def report_check(report: Path, wheels: Path) -> int:
     return 0 if ran and all(c.ok for c in ran) else 1
 
 
+def kernels(action: str, out: Path, wheels: Path, site: Path | None) -> int:
+    """`build`: the sglang-kernels set (scripts/slim/sglang_kernels.py); `verify`: its installed kernel files."""
+    if action == "verify":
+        if site is None:
+            raise UserError("kernels verify needs --site (the folder the wheels were installed into)")
+        problems = sglang_kernels.verify(site)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        count = len(sglang_kernels.read_kernel_files())
+        print(f"{count - len(problems)} of {count} kernel files match their pinned SHA-256 under {site}")
+        return 1 if problems else 0
+    download(wheels)
+    summary = sglang_kernels.build(out, lambda name, version=None: wheel_of(wheels, name, version))
+    slim = summary["slim_wheel"]
+    print(f"{slim['name']}: kept {slim['members']} files, {slim['bytes_unpacked'] / MiB:.2f} MiB uncompressed")
+    for name, size in summary["wheels"].items():
+        print(f"  whl/{name}  {size / MiB:.2f} MiB")
+    tree = _tree_bytes()
+    total = summary["bytes"] + tree
+    print(f"{out}: {summary['bytes'] / MiB:.2f} MiB carried, {total / MiB:.2f} MiB with the working tree "
+          f"(limit {pins.CARRY_LIMIT / MiB:.0f} MiB)")
+    return 1 if total > pins.CARRY_LIMIT else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -199,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("check-report", help="module_sha256 of each framework row against the wheel's RECORD")
     p.add_argument("report", type=Path)
     p.add_argument("--wheels", type=Path, default=default_wheels)
+    p = sub.add_parser("kernels", help="SGLang with its two AdaLN kernels: build the carry, or verify an install")
+    p.add_argument("action", choices=("build", "verify"))
+    p.add_argument("--out", type=Path, default=REPO / ".carry" / "sglang-kernels")
+    p.add_argument("--wheels", type=Path, default=default_wheels)
+    p.add_argument("--site", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
         if args.command == "download":
@@ -210,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
             return sizes(args.out)
         if args.command == "trace":
             return trace(args.framework, args.wheels, args.deps)
+        if args.command == "kernels":
+            return kernels(args.action, args.out, args.wheels, args.site)
         if args.command == "stage":
             print(f"staged {stage_part(args.carried, args.to)}")
             return 0

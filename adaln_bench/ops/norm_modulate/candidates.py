@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from adaln_bench.ops.bundled import register_bundled
 from adaln_bench.ops.candidates import BuildContext, Candidate, Implementation, register
-from adaln_bench.ops.frameworks import needs_cuda_and
+from adaln_bench.ops.frameworks import needs_cuda_and, sglang_cutedsl_availability, sglang_file_details
 from adaln_bench.ops.gathered import EPS, ordered_gather, rms_norm64
 from adaln_bench.ops.norm_modulate import replay
 from adaln_bench.ops.rl_kernel import register_rl_kernel
@@ -89,19 +89,23 @@ TRANSFORMER_ENGINE = register(Candidate(
 
 
 def _build_sglang(ctx: BuildContext) -> Implementation:
-    fn = importlib.import_module(SGLANG).fused_norm_scale_shift
+    module = importlib.import_module(SGLANG)
+    fn = module.fused_norm_scale_shift
+    details = sglang_file_details(module)
 
     def forward(x, w, sh, sc, idx):
         rows_sc, rows_sh = sc.index_select(0, idx), sh.index_select(0, idx)
         return fn(x[None], w, None, rows_sc[None], rows_sh[None], "rms", EPS)[0]
 
-    return Implementation(source=f"SGLang {_version('sglang')} fused_norm_scale_shift (forward only)",
-                          has_backward=False, forward=forward, details={"path": f"{SGLANG}.fused_norm_scale_shift"})
+    return Implementation(source=f"SGLang {details['sglang_version']} {SGLANG}.fused_norm_scale_shift (CuTe DSL, "
+                          f"nvidia-cutlass-dsl {_version('nvidia-cutlass-dsl')}; forward only)",
+                          has_backward=False, forward=forward,
+                          details={"path": f"{SGLANG}.fused_norm_scale_shift", **details})
 
 
 SGLANG_FUSED = register(Candidate(
     name="sglang", description="SGLang's fused_norm_scale_shift (CuTe DSL, forward only)", default_modes=("plain",),
-    availability=needs_cuda_and(SGLANG, "SGLang"), build=_build_sglang, op=OP))
+    availability=sglang_cutedsl_availability(SGLANG), build=_build_sglang, op=OP))
 
 BUNDLED = register_bundled(OP, "norm_modulate")
 RL_KERNEL = register_rl_kernel(OP, "rl_engine.kernels.ops.cuda.h3.rms_norm", "H3RMSNormCudaOp",
