@@ -38,8 +38,10 @@ from adaln_bench.kernels.gathered.ops import (  # noqa: F401
     availability,
     final_adaln_out,
     gate_residual,
+    library_details,
     norm_modulate,
     row_gather,
 )
 
-__all__ = ["EPS", "availability", "final_adaln_out", "gate_residual", "norm_modulate", "row_gather"]
+__all__ = ["EPS", "availability", "final_adaln_out", "gate_residual", "library_details", "norm_modulate",
+           "row_gather"]
