@@ -9,7 +9,8 @@
 #     backwards side by side; CHECK_BUDGET seconds, default 90; GATHERED_CHECK_SKIP=timing,variants leaves those
 #     per-size stages out, kernel-bench times the operators anyway); when its smoke stage finds the one-pass norm
 #     backward not FP64-close, kernel-bench then runs the two-pass one (ADALN_BENCH_GATHERED_NORM_BACKWARD=1)
-#   GPU_TESTS=1: pytest tests/gpu/test_gathered_gpu.py afterwards
+#   GPU_TESTS=1: pytest tests/gpu/test_gathered_gpu.py afterwards (GPU_TESTS_FILTER=expr: only what -k expr selects;
+#     GPU_TESTS_TIMEOUT seconds, default 200)
 #   KB_TIMEOUT: seconds for the whole kernel-bench (default 500); ADALN_BENCH_COMMIT / ADALN_BENCH_DIRTY: the
 #     commit to record (the copy there may have no usable .git)
 set -uo pipefail
@@ -33,7 +34,9 @@ rc=$?
 echo "kernel-bench exit $rc after $(( $(date +%s) - kb_start )) s"
 tail -n 4 "$OUT/kernel_bench.stderr"
 if [ -n "${GPU_TESTS:-}" ]; then
-  timeout "${GPU_TESTS_TIMEOUT:-200}" python3 -m pytest -q -m gpu tests/gpu/test_gathered_gpu.py > "$OUT/gpu-tests.log" 2>&1
+  filter=(); [ -n "${GPU_TESTS_FILTER:-}" ] && filter=(-k "$GPU_TESTS_FILTER")
+  timeout "${GPU_TESTS_TIMEOUT:-200}" python3 -m pytest -q -m gpu "${filter[@]}" tests/gpu/test_gathered_gpu.py \
+    > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests exit $?"; tail -n 5 "$OUT/gpu-tests.log"
 fi
 [ -f "$OUT/check/meta.json" ] && python3 scripts/gathered_check.py --out "$OUT/check" --table-only
