@@ -166,3 +166,42 @@ def test_cli_refuses_bad_operator_input_in_one_line():
 def test_cli_with_an_operator_says_it_needs_a_gpu(tmp_path):
     r = run_cli("kernel-bench", "--op", "all", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "no CUDA GPU is visible here" in r.stderr
+
+
+def test_a_process_times_every_subject_with_a_copy_and_the_document_renders(monkeypatch):
+    """op_child's measurement on the CPU, its device timer replaced by one that calls each callable and returns
+    fixed samples: every subject and the copy at every size, paired ratios, and the command's document."""
+    from types import SimpleNamespace
+
+    from adaln_bench.kernel_bench import op_child
+
+    calls: dict = {}
+
+    def fake_interleaved(fns, device, rule):
+        out = {}
+        for name, fn in fns.items():
+            fn()
+            calls[name] = calls.get(name, 0) + 1
+            us = {"stock": 100.0, "copy": 20.0}.get(name, 40.0)
+            out[name] = SimpleNamespace(median_us=us, rel_noise=0.0, samples_us=[us] * 10, stop_reason="stable",
+                                        throttled=False, sm_clock_mhz_before=None, sm_clock_mhz_after=None)
+        return out
+
+    monkeypatch.setattr(op_child, "measure_interleaved", fake_interleaved)
+    monkeypatch.setattr(op_child.torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(op_child, "candidate_subject", lambda op, name, sizes, device: stock_subject(op, sizes))
+    out = {"ops": {}, "errors": {}}
+    config = {"candidates": ["bundled"], "sizes": {"gate_residual": [5, 40]}, "timing": True, "bits": True}
+    op_child.measure_op(get_operator("gate_residual"), config, TINY, CPU, out)
+    result = out["ops"]["gate_residual"]
+    assert out["errors"] == {} and set(result["sizes"]) == {"5", "40"}
+    fb = result["sizes"]["40"]["fwd_bwd"]["bundled"]
+    assert (fb["us"], fb["vs_stock"], fb["of_copy"]) == (40.0, 0.4, 0.5) and fb["host_us"] > 0
+    assert result["sizes"]["40"]["bytes"] == {"fwd": get_operator("gate_residual").cost(TINY, 40).fwd_bytes,
+                                              "fwd_bwd": get_operator("gate_residual").cost(TINY, 40).step_bytes}
+    assert calls == {"stock": 4, "bundled": 4, "copy": 4} and result["bits"]["subjects"]["bundled"]["invariant"]
+    grads = ("gate",)
+    combined = combine([out, out, out], {"gate_residual": grads})
+    assert combined["ops"]["gate_residual"]["verdicts"]["bundled"]["40"]["fwd"]["passed"]
+    doc = {"device": {"name": "cpu"}, "tool": {"torch": torch.__version__}, "processes": 3, "combined": combined}
+    assert "| 40 | bundled | 40.0 |" in document_markdown("kb", doc, {"gate_residual": grads})
