@@ -153,7 +153,9 @@ def measure_op(op: Operator, config: dict, shape: Shape, device: torch.device, o
     for name in config["candidates"]:
         try:
             subjects[name] = candidate_subject(op, name, shape, device)
-            info[name] = subjects[name].impl.source
+            impl = subjects[name].impl
+            shown = {k: v for k, v in impl.details.items() if k not in ("path", "library")}  # e.g. its norm backward
+            info[name] = impl.source + "".join(f"; {k}: {v}" for k, v in shown.items())
         except Exception as exc:  # noqa: BLE001 - recorded; the stock path and the others are still measured
             out["errors"][f"{op.name}/{name}"] = f"{type(exc).__name__}: {exc}"
     result: dict = {"subjects": info, "sizes": {}}

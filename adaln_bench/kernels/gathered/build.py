@@ -197,7 +197,7 @@ class Library:
         return old
 
     def set_norm_backward(self, v: int) -> int:
-        """norm_modulate / final_adaln_out backward: 1 two passes over x and dy, 2 one pass (the default; H <= 6144,
+        """norm_modulate / final_adaln_out backward: 1 two passes over x and dy (the default), 2 one pass (H <= 6144,
         else two passes anyway). Process-wide, read when a backward is launched (or captured); returns the previous."""
         old = int(self._lib.gat_set_norm_backward(v))
         if old < 0:
