@@ -10,6 +10,6 @@ mkdir -p "$dst/adaln_bench/kernels/bundled" "$dst/adaln_bench/kernels/gathered"
 cp "$src/adaln_bench/__init__.py" "$dst/adaln_bench/"
 cp "$src/adaln_bench/kernels/__init__.py" "$dst/adaln_bench/kernels/"
 cp "$src/adaln_bench/kernels/bundled/__init__.py" "$src/adaln_bench/kernels/bundled/build.py" "$dst/adaln_bench/kernels/bundled/"
-cp "$src/adaln_bench/kernels/gathered/"*.py "$src/adaln_bench/kernels/gathered/gathered.cu" "$dst/adaln_bench/kernels/gathered/"
+cp "$src/adaln_bench/kernels/gathered/"*.py "$src/adaln_bench/kernels/gathered/"*.cu "$src/adaln_bench/kernels/gathered/"*.cuh "$dst/adaln_bench/kernels/gathered/"
 cp "$src/scripts/gathered_check.py" "$dst/"
 cd "$dst" && ADALN_BENCH_KERNEL_CACHE="$dst/kcache" nice -n 10 python3 -m adaln_bench.kernels.gathered.build --arch sm_90a

@@ -397,6 +397,70 @@ def set_variant(v):
     return _ops.library(_torch().device("cuda", 0)).set_column_variant(v)
 
 
+NORM_OPS = ("norm_modulate", "final_adaln_out")
+
+
+def set_norm_backward(v):
+    from adaln_bench.kernels.gathered import ops as _ops
+
+    return _ops.library(_torch().device("cuda", 0)).set_norm_backward(v)
+
+
+def norm_variants(op, n, time_it=True, rounds=11):
+    """The norm backward in two passes (1) and in one pass (2): each one's errors against FP64, how far apart their
+    gradients are (other sums' order, so not bitwise), and fwd+bwd time of both (graphs replayed alternately)."""
+    torch = _torch()
+    a = op.inputs(n, 11)
+    got = {}
+    old = set_norm_backward(1)
+    try:
+        for v in (1, 2):
+            set_norm_backward(v)
+            o, g, ups = fwd_bwd(op, op.ours, a, seed=9)
+            got[v] = (o, g)
+        _routs, rgrads = op.ref(a, ups)
+        res = {f"grad_rel_err_v{v}[{k}]": rel_err(got[v][1][k], rgrads[k]) for v in (1, 2) for k in op.grads}
+        res.update({f"v1_vs_v2[{k}]": rel_err(got[2][1][k], got[1][1][k].double()) for k in op.grads})
+        res["v1_equals_v2"] = all(bool(torch.equal(got[1][1][k], got[2][1][k])) for k in op.grads)
+        res["path_v2"] = _ops_lib().norm_backward_path(op.h)
+        del got, rgrads, _routs
+        if time_it:
+            res.update(time_variants(op, a, n, ups, set_norm_backward, (1, 2), rounds))
+    finally:
+        set_norm_backward(old)
+    return res
+
+
+def _ops_lib():
+    from adaln_bench.kernels.gathered import ops as _ops
+
+    return _ops.library(_torch().device("cuda", 0))
+
+
+def time_variants(op, a, n, ups, setter, values, rounds):
+    """fwd+bwd µs of each value of a process-wide kernel switch (read at capture: one graph each), alternating."""
+    torch = _torch()
+
+    def step(_c):
+        leaves = {nm: (t.detach().requires_grad_() if nm in op.grads else t) for nm, t in a.items()}
+        o = op.outputs(op.ours(*[leaves[nm] for nm in op.names]))
+        torch.autograd.grad(o, [leaves[nm] for nm in op.grads], grad_outputs=ups, allow_unused=True)
+
+    calls = 4
+    graphs = {}
+    for v in values:
+        old = setter(v)
+        graphs[v] = capture(step, calls)
+        setter(old)
+    t = {v: [] for v in values}
+    for r in range(rounds):
+        for v in (values if r % 2 == 0 else tuple(reversed(values))):
+            t[v].append(time_replay(graphs[v], calls))
+    del graphs
+    torch.cuda.empty_cache()
+    return {f"fwdbwd_us_v{v}": median(t[v]) for v in values}
+
+
 def variants(op, n, time_it=True, rounds=11):
     """Column kernels v1 (rows in registers) vs v2 (cp.async ring): every gradient bitwise equal; fwd+bwd timed."""
     torch = _torch()
@@ -414,25 +478,8 @@ def variants(op, n, time_it=True, rounds=11):
     if not time_it:
         return res
     ups = upstream(op, op.outputs(op.ours(*[a[nm] for nm in op.names])), 4)
-
-    def step(_c):
-        leaves = {nm: (t.detach().requires_grad_() if nm in op.grads else t) for nm, t in a.items()}
-        o = op.outputs(op.ours(*[leaves[nm] for nm in op.names]))
-        torch.autograd.grad(o, [leaves[nm] for nm in op.grads], grad_outputs=ups, allow_unused=True)
-
-    calls = 4
-    graphs = {}
-    for v in (1, 2):  # the variant is read at capture time (kernel choice), so one graph each
-        set_variant(v)
-        graphs[v] = capture(step, calls)
-    set_variant(2)
-    t = {1: [], 2: []}
-    for r in range(rounds):
-        for v in ((1, 2) if r % 2 == 0 else (2, 1)):
-            t[v].append(time_replay(graphs[v], calls))
-    res["fwdbwd_us_v1"], res["fwdbwd_us_v2"] = median(t[1]), median(t[2])
-    del graphs
-    torch.cuda.empty_cache()
+    # the variant is read at capture time (kernel choice), so one graph each
+    res.update(time_variants(op, a, n, ups, set_variant, (1, 2), rounds))
     return res
 
 
@@ -560,11 +607,16 @@ def smoke():
             try:
                 out[key] = accuracy(op, n)
                 out[key].update(variants(op, n, time_it=False))
+                if name in NORM_OPS:
+                    out[key]["norm"] = norm_variants(op, n, time_it=False)
             except Exception as exc:  # noqa: BLE001
                 out[key] = {"error": f"{type(exc).__name__}: {exc}"}
                 log(traceback.format_exc())
             log(key, json.dumps(out[key]))
     return out
+
+
+SKIP = set(filter(None, os.environ.get("GATHERED_CHECK_SKIP", "").split(",")))  # per-size stages left out
 
 
 def run_op(name, sizes, deadline, outfile=None):
@@ -579,7 +631,10 @@ def run_op(name, sizes, deadline, outfile=None):
         for stage, f in (("accuracy", lambda: accuracy(op, n)), ("bitwise", lambda: bitwise(op, n, op.ours)),
                          ("stock_bitwise", lambda: bitwise(op, n, op.stock, with_rows=False)),
                          ("timing", lambda: timing(op, n)),
-                         *((("variants", lambda: variants(op, n)),) if n == 32768 else ())):
+                         *((("variants", lambda: variants(op, n)),) if n == 32768 else ()),
+                         *((("norm_variants", lambda: norm_variants(op, n)),) if name in NORM_OPS else ())):
+            if stage in SKIP:
+                continue
             t = time.time()
             try:
                 r[stage] = f()
@@ -655,6 +710,20 @@ def child(args):
     return 0
 
 
+NORM_ENV = "ADALN_BENCH_GATHERED_NORM_BACKWARD"  # read by adaln_bench.kernels.gathered.ops when it loads the library
+
+
+def close(x, tol=2e-2):
+    return x is not None and x == x and x < tol
+
+
+def one_pass_ok(case):
+    """A smoke case of a norm op whose one-pass backward ran and is FP64-close in every gradient."""
+    nv = case.get("norm")
+    return isinstance(nv, dict) and "error" not in case and "error" not in nv and nv.get("path_v2") == 2 and all(
+        close(x) for k, x in nv.items() if k.startswith("grad_rel_err_v2"))
+
+
 def fmt(v, spec=".3g"):
     return "-" if v is None else (format(v, spec) if isinstance(v, (int, float)) else str(v))
 
@@ -663,11 +732,13 @@ def table(outdir):
     lines = []
     sm = json.loads((outdir / "smoke.json").read_text()) if (outdir / "smoke.json").exists() else {}
     bad = [k for k, v in sm.items() if "error" in v or v.get("v1_equals_v2") is False or not all(
-        (x is not None and x == x and x < 2e-2) for kk, x in v.items() if kk.startswith(("fwd_rel", "grad_rel")))]
-    lines.append(f"smoke (H=64): {len(sm)} cases, {'all within 2e-2 of FP64, v1 == v2' if not bad else 'BAD: ' + ', '.join(bad)}")
+        close(x) for kk, x in v.items() if kk.startswith(("fwd_rel", "grad_rel"))) or (
+        k.split("/")[0] in NORM_OPS and not one_pass_ok(v))]
+    lines.append(f"smoke (H=64): {len(sm)} cases, {'all within 2e-2 of FP64, v1 == v2, one pass and two passes' if not bad else 'BAD: ' + ', '.join(bad)}")
     mj = outdir / "meta.json"
     cv = json.loads(mj.read_text()).get("column_variant", "?") if mj.exists() else "?"
-    lines.append(f"column variant used: {cv}")
+    nb = json.loads(mj.read_text()).get("norm_backward", "?") if mj.exists() else "?"
+    lines.append(f"column variant used: {cv}; norm backward used: {nb} (1 two passes, 2 one pass)")
     fr = json.loads((outdir / "fresh.json").read_text()) if (outdir / "fresh.json").exists() else {}
     lines.append("fresh process: " + "; ".join(f"{k}: {v.get('error') or ('bwd ok, graph==eager' if v.get('graph_equals_eager') else 'graph!=eager')}"
                                              for k, v in fr.items()))
@@ -696,9 +767,19 @@ def table(outdir):
                 f"{fmt(bw.get('rows_alone'))}/{fmt(bw.get('sub_batches'))}/{fmt(bw.get('shuffled'))}/{fmt(bw.get('params_repeatable'))} ({fmt(sb.get('params_repeatable'))})"
                 + (f" | v1 {fmt(r['variants'].get('fwdbwd_us_v1'), '.1f')} / v2 {fmt(r['variants'].get('fwdbwd_us_v2'), '.1f')} us, equal {r['variants'].get('v1_equals_v2')}"
                    if isinstance(r.get("variants"), dict) and "fwdbwd_us_v1" in r["variants"] else "")
+                + (norm_line(op, r["norm_variants"]) if isinstance(r.get("norm_variants"), dict) else "")
                 + ("" if not any("error" in (x or {}) for x in (t, acc, bw, sb)) else "  ERRORS: " + "; ".join(
                     str(x["error"])[:200] for x in (t, acc, bw, sb) if isinstance(x, dict) and "error" in x)))
     return "\n".join(lines)
+
+
+def norm_line(op, nv):
+    if "error" in nv:
+        return f" | norm backward: ERROR {str(nv['error'])[:200]}"
+    worst = {v: max((x for k, x in nv.items() if k.startswith(f"grad_rel_err_v{v}") and x is not None), default=None)
+             for v in (1, 2)}
+    return (f" | two passes {fmt(nv.get('fwdbwd_us_v1'), '.1f')} / one pass {fmt(nv.get('fwdbwd_us_v2'), '.1f')} us,"
+            f" worst grad err {fmt(worst[1])} / {fmt(worst[2])}")
 
 
 def main():
@@ -755,9 +836,14 @@ def main():
             ok = bool(sm) and all(v.get("v1_equals_v2") is True and "error" not in v for v in sm.values())
             os.environ["GATHERED_COLUMN_VARIANT"] = "2" if ok else "1"
             log(f"column variant for the remaining stages: {os.environ['GATHERED_COLUMN_VARIANT']}")
+            # the one-pass norm backward only if every smoke case of it is FP64-close (as the checks below)
+            norm_ok = bool(sm) and all(one_pass_ok(v) for k, v in sm.items() if k.split("/")[0] in NORM_OPS)
+            os.environ[NORM_ENV] = "2" if norm_ok else "1"
+            log(f"norm backward for the remaining stages: {os.environ[NORM_ENV]}")
             mj = outdir / "meta.json"  # recorded in meta.json (a device call brings back at most 8 files)
             m = json.loads(mj.read_text()) if mj.exists() else {}
             m["column_variant"] = int(os.environ["GATHERED_COLUMN_VARIANT"])
+            m["norm_backward"] = int(os.environ[NORM_ENV])
             mj.write_text(json.dumps(m, indent=1))
         left = deadline - time.time()
         if left < 15:

@@ -11,8 +11,9 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
@@ -21,7 +22,7 @@ from adaln_bench.errors import UserError
 DEFAULT_SIZES = "1,3,4,64,256,2048"
 
 
-def _sizes(text: str, what: str) -> list[int]:
+def parse_sizes(text: str, what: str) -> list[int]:
     try:
         sizes = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -31,10 +32,12 @@ def _sizes(text: str, what: str) -> list[int]:
     return sizes
 
 
-def _run_process(config_path: Path, index: int, out: Path, timeout_s: float) -> tuple[Optional[dict], str]:
+def run_process(config_path: Path, index: int, out: Path, timeout_s: float,
+                child: str = "adaln_bench.kernel_bench.child") -> tuple[Optional[dict], str]:
+    """One fresh child process (`python -m CHILD CONFIG RESULT`): its result, or why there is none."""
     result_path = out / f".kernel_bench.proc{index}.json"
     log_path = out / f"kernel_bench.proc{index}.log"
-    cmd = [sys.executable, "-m", "adaln_bench.kernel_bench.child", str(config_path), str(result_path)]
+    cmd = [sys.executable, "-m", child, str(config_path), str(result_path)]
     with open(log_path, "w") as log:
         try:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
@@ -47,12 +50,57 @@ def _run_process(config_path: Path, index: int, out: Path, timeout_s: float) -> 
     return data, ""
 
 
+def run_processes(config_of: Callable[[int], dict], processes: int, out: Path, timeout_s: float,
+                  child: str = "adaln_bench.kernel_bench.child",
+                  budget_s: Optional[float] = None) -> tuple[list[dict], list[str]]:
+    """`processes` fresh children, one after the other (config_of(i) is the i-th one's config): their results
+    and why any gave none. With `budget_s`, no process runs past that many seconds from now (one that would
+    start with less than 10 s left is skipped), so that a caller's own time limit still finds the document
+    written. Exit 1 when none gave a result."""
+    runs, errors = [], []
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(processes):
+            left = timeout_s if deadline is None else min(timeout_s, deadline - time.monotonic())
+            if left < 10:
+                errors.append(f"process {i}: skipped, {budget_s:.0f} s budget spent")
+                typer.echo(f"kernel-bench: {errors[-1]}", err=True)
+                continue
+            path = Path(tmp) / f"config{i}.json"
+            path.write_text(json.dumps(config_of(i)))
+            typer.echo(f"kernel-bench: process {i + 1} of {processes} ...", err=True)
+            data, err = run_process(path, i, out, left, child)
+            if data is None:
+                errors.append(err)
+                typer.echo(f"kernel-bench: {err}", err=True)
+            else:
+                runs.append(data)
+    if not runs:
+        raise typer.Exit(1)
+    return runs, errors
+
+
+def run_header(commit: Optional[str], dirty: Optional[bool]) -> dict:
+    """The tool and device a run's document records (CUDA is there: the command checked)."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(0)
+    return {"tool": {"commit": commit, "dirty": dirty, "torch": torch.__version__, "cuda": torch.version.cuda},
+            "device": {"name": torch.cuda.get_device_name(0), "capability": f"{major}.{minor}"}}
+
+
 def kernel_bench_command(
     library: Optional[List[str]] = typer.Option(
         None, "--library", "-l",
         help="A bundled library: sm90, portable, or NAME=PATH:DEFINE,DEFINE (an sm90_config.h variant). "
              "Repeatable; default: every code path this GPU can run."),
-    sizes: str = typer.Option(DEFAULT_SIZES, help="Token counts T, comma-separated."),
+    op: Optional[List[str]] = typer.Option(
+        None, "--op", help="An operator to time against its stock path instead of the projection's libraries against "
+        "cuBLAS (repeatable; 'all': every operator with a bundled candidate). See --candidate."),
+    candidate: Optional[List[str]] = typer.Option(
+        None, "--candidate", "-c", help="With --op: the candidates timed beside the stock path (default: bundled)."),
+    sizes: Optional[str] = typer.Option(None, help="Token counts, comma-separated (default: 1,3,4,64,256,2048; "
+                                        "with --op, 4097,32768,131072 for the token operators)."),
     processes: int = typer.Option(3, min=1, help="Fresh processes; each figure is the median over them."),
     entries: bool = typer.Option(True, help="Also time each C entry point alone (forward, d_temb, dW, db)."),
     bits: bool = typer.Option(True, help="Check invariance and bits across libraries (first process)."),
@@ -61,8 +109,11 @@ def kernel_bench_command(
     out: Path = typer.Option(Path("kernel-bench-out"), help="Directory for the JSON, Markdown and logs."),
     name: Optional[str] = typer.Option(None, help="File stem (default kernel_bench.<commit>)."),
     process_timeout: float = typer.Option(540.0, help="Seconds one process may take."),
+    budget: Optional[float] = typer.Option(None, help="Seconds all processes together may take (a process "
+                                           "that would run past it is cut short or skipped); with --op only."),
 ) -> None:
-    """Time the bundled kernel against cuBLAS at each T in device time (needs a CUDA GPU).
+    """Time the bundled kernel against cuBLAS at each T in device time (needs a CUDA GPU); with --op, an
+    operator's candidates against its stock path.
 
     Exit 0 when every process ran and every library kept its bits across batch sizes; 1 when a library
     was not invariant or a subject or process failed; 2 for bad input or no GPU.
@@ -73,8 +124,15 @@ def kernel_bench_command(
     from adaln_bench.kernel_bench.table import combine, document_markdown, not_invariant
     from adaln_bench.reports.io import write_text_atomic
 
-    size_list = _sizes(sizes, "--sizes")
-    acc_list = _sizes(accuracy_sizes, "--accuracy-sizes") if accuracy_sizes else []
+    if op:
+        from adaln_bench.commands.kernel_bench_ops import ops_command
+
+        ops_command(op, candidate or ["bundled"], sizes, processes, bits, shape, out, name, process_timeout, budget)
+        return
+    if candidate or budget is not None:
+        raise UserError("--candidate and --budget go with --op")
+    size_list = parse_sizes(sizes or DEFAULT_SIZES, "--sizes")
+    acc_list = parse_sizes(accuracy_sizes, "--accuracy-sizes") if accuracy_sizes else []
     if shape not in PRESETS:
         raise UserError(f"--shape {shape!r}: known presets are {', '.join(PRESETS)}")
     try:
@@ -96,27 +154,13 @@ def kernel_bench_command(
     stem = name or f"kernel_bench.{(commit or 'nocommit')[:7]}{'-dirty' if dirty else ''}"
     out.mkdir(parents=True, exist_ok=True)
     config = {"shape": shape, "sizes": size_list, "libraries": libraries, "entries": entries}
-    runs, errors = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in range(processes):
-            cfg = dict(config, bits=bits and i == 0, accuracy_sizes=acc_list if i == 0 else [])
-            path = Path(tmp) / f"config{i}.json"
-            path.write_text(json.dumps(cfg))
-            typer.echo(f"kernel-bench: process {i + 1} of {processes} ...", err=True)
-            data, err = _run_process(path, i, out, process_timeout)
-            if data is None:
-                errors.append(err)
-                typer.echo(f"kernel-bench: {err}", err=True)
-            else:
-                runs.append(data)
-    if not runs:
-        raise typer.Exit(1)
+    runs, errors = run_processes(
+        lambda i: dict(config, bits=bits and i == 0, accuracy_sizes=acc_list if i == 0 else []), processes, out,
+        process_timeout)
     combined = combine(runs, PRESETS[shape])
     first = runs[0]
     doc = {
-        "tool": {"commit": commit, "dirty": dirty, "torch": torch.__version__, "cuda": torch.version.cuda},
-        "device": {"name": torch.cuda.get_device_name(0), "capability": f"{major}.{minor}"},
-        "shape": shape, "processes": len(runs), "process_errors": errors,
+        **run_header(commit, dirty), "shape": shape, "processes": len(runs), "process_errors": errors,
         "subjects": first.get("subjects", {}), "combined": combined,
         "subject_errors": sorted({k: v for r in runs for k, v in r.get("errors", {}).items()}.items()),
         "bits": first.get("bits"), "accuracy": first.get("accuracy"),

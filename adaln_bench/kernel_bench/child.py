@@ -9,10 +9,7 @@ same thing.
 """
 from __future__ import annotations
 
-import json
 import sys
-import time
-from pathlib import Path
 from typing import Callable, Optional
 
 import torch
@@ -26,16 +23,13 @@ from adaln_bench.ops.adaln_projection import OPERATOR
 from adaln_bench.ops.candidates import Implementation
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.kernel_bench import bits
+from adaln_bench.kernel_bench.process import child_main, log
 from adaln_bench.kernel_bench.subjects import Subject, cublas_subject, library_subject, parse_library
 from adaln_bench.reports.stats import median
 from adaln_bench.shape import Shape
 
 # Per T and kind, all subjects together: 0.5 % noise on each median, or the caps.
 RULE = StopRule(target=0.005, min_samples=20, max_samples=300, max_seconds=8.0)
-
-
-def log(*parts: object) -> None:
-    print(" ".join(str(p) for p in parts), file=sys.stderr, flush=True)
 
 
 def summary(t: DeviceTiming) -> dict:
@@ -143,14 +137,5 @@ def measure(config: dict) -> dict:
     return out
 
 
-def main(argv: list[str]) -> int:
-    config = json.loads(Path(argv[0]).read_text())
-    started = time.monotonic()
-    result = measure(config)
-    result["wall_s"] = round(time.monotonic() - started, 1)
-    Path(argv[1]).write_text(json.dumps(result, indent=1))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(child_main(measure, sys.argv[1:]))

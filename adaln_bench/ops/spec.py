@@ -140,6 +140,9 @@ class Operator:
     # True when `reference` and `stock` take the sizes first (`f(sizes)` returns the formula): an operator
     # whose formula needs a size its inputs do not show (timestep_sinusoid's width F).
     sized_formulas: bool = False
+    # The gradients that are sums over tokens into a small table (or what makes the table): the gathered
+    # operators' table gradients, which the stock path adds with atomics (kernel-bench judges their errors).
+    table_grads: tuple[str, ...] = ()
 
     def reference_for(self, sizes: Shape) -> Formula:
         return self.reference(sizes) if self.sized_formulas else self.reference

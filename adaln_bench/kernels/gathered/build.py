@@ -32,8 +32,9 @@ from adaln_bench.kernels.bundled.build import BuildError, cache_root, find_nvcc,
 
 HERE = Path(__file__).resolve().parent
 SOURCE = "gathered.cu"
+HEADERS = ("norm_onepass.cuh",)  # included by SOURCE; part of the cache key
 LIB_NAME = "libadaln_gathered.so"
-ABI_VERSION = 1
+ABI_VERSION = 2
 FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-shared")
 
 # op codes of gat_workspace_bytes / gat_chunking
@@ -69,7 +70,8 @@ def target_for_capability(major: int, minor: int) -> Target:
 def cache_key(target: Target) -> str:
     h = hashlib.sha256()
     h.update(f"abi={ABI_VERSION}\narch={target.arch}\ncc={target.cc}\nflags={' '.join(target.flags())}\n".encode())
-    h.update((HERE / SOURCE).read_bytes())
+    for name in (SOURCE, *HEADERS):
+        h.update((HERE / name).read_bytes())
     return h.hexdigest()[:20]
 
 
@@ -162,6 +164,12 @@ class Library:
         L.gat_row_threads.restype = ctypes.c_int
         L.gat_set_column_variant.argtypes = [ctypes.c_int]
         L.gat_set_column_variant.restype = ctypes.c_int
+        L.gat_set_norm_backward.argtypes = [ctypes.c_int]
+        L.gat_set_norm_backward.restype = ctypes.c_int
+        L.gat_norm_backward_path.argtypes = [_i64]
+        L.gat_norm_backward_path.restype = ctypes.c_int
+        L.gat_onepass_tiling.argtypes = [_i64, _i64, _i32, *[ctypes.POINTER(_i64)] * 3]
+        L.gat_onepass_tiling.restype = None
         for name, args in _SIGNATURES.items():
             fn = getattr(L, name)
             fn.argtypes = [*args, *_ERR]
@@ -187,6 +195,24 @@ class Library:
         if old < 0:
             raise ValueError(f"column variant must be 1 or 2, got {v}")
         return old
+
+    def set_norm_backward(self, v: int) -> int:
+        """norm_modulate / final_adaln_out backward: 1 two passes over x and dy (the default), 2 one pass (H <= 6144,
+        else two passes anyway). Process-wide, read when a backward is launched (or captured); returns the previous."""
+        old = int(self._lib.gat_set_norm_backward(v))
+        if old < 0:
+            raise ValueError(f"norm backward must be 1 or 2, got {v}")
+        return old
+
+    def norm_backward_path(self, h: int) -> int:
+        """The norm backward a call at this H runs now: 1 (two passes) or 2 (one pass)."""
+        return int(self._lib.gat_norm_backward_path(h))
+
+    def onepass_tiling(self, s: int, h: int, ne: int = 9) -> tuple[int, int, int]:
+        """(tile rows T, count blocks, tokens a count block) of the one-pass backward at S tokens."""
+        out = [_i64() for _ in range(3)]
+        self._lib.gat_onepass_tiling(s, h, ne, *[ctypes.byref(v) for v in out])
+        return tuple(v.value for v in out)
 
     def status_name(self, rc: int) -> str:
         return self._lib.gat_status_name(rc).decode()

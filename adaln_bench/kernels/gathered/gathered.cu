@@ -21,7 +21,7 @@
 #include <cstdio>
 
 #define GAT_API extern "C" __attribute__((visibility("default")))
-#define GAT_ABI_VERSION 1
+#define GAT_ABI_VERSION 2
 
 enum GatStatus {
   GAT_OK = 0,
@@ -661,6 +661,8 @@ __global__ void fold_norm_kernel(const float* __restrict__ ws, int64_t chunks, i
   if (dw) dw[col] = __float2bfloat16_rn(dwacc);
 }
 
+#include "norm_onepass.cuh"
+
 // ================================ norm_modulate row kernels ===================================================
 // y = bf16(((x * r) * w) * (1 + sc[k]) + sh[k]), r = 1 / sqrt(sum(x^2) / H + eps), all fp32, one rounding.
 template <int V>
@@ -899,15 +901,57 @@ int cmax_norm(int ne) { return ne == 3 ? kCmaxNorm3 : kCmaxNorm9; }
 // Column-kernel variant: 2 (default) = cp.async ring (v2), 1 = rows in registers (v1). Same sums, same order, same
 // bits; kept so the bench can time both. Set by gat_set_column_variant (process-wide).
 int g_column_variant = 2;
+// norm_modulate / final_adaln_out backward: 1 (default) = two passes (norm_dx_kernel, then the column kernel);
+// 2 = one pass over x and dy (norm_onepass.cuh) where H fits (H <= 6144), else two passes. Set by
+// gat_set_norm_backward. The one-pass backward stays opt-in until a GPU run has checked and timed it (NOTES §6).
+int g_norm_backward = 1;
+
+bool norm_onepass(int64_t H) { return g_norm_backward == 2 && onepass_fits(H); }
 
 size_t ws_bytes(int op, int64_t S, int64_t H, int ne) {
   if (S < 1) return 0;
   switch (op) {
     case 0: return (size_t)chunks_for(S, kCmaxGather) * 9 * 6 * H * sizeof(float);
-    case 1: return (size_t)chunks_for(S, cmax_norm(ne)) * ne * 2 * H * sizeof(float);
+    case 1:
+      if (norm_onepass(H)) return onepass_layout(S, H, ne).bytes;
+      return (size_t)chunks_for(S, cmax_norm(ne)) * ne * 2 * H * sizeof(float);
     case 2: return (size_t)chunks_for(S, kCmaxGate) * 9 * H * sizeof(float);
     default: return 0;
   }
+}
+
+// The one-pass norm backward's four launches (norm_onepass.cuh); ws holds onepass_layout(S, H, ne).bytes.
+int norm_bwd_onepass(const bf16* dy, const bf16* x, const bf16* w, const bf16* sc, int64_t tstride,
+                     const int64_t* idx, int ne, const float* rstd, bf16* dx, bf16* dw, bf16* dsh, bf16* dsc,
+                     int64_t ostride, char* ws, int64_t S, int64_t H, cudaStream_t st, Err err, int len) {
+  const OnePassLayout L = onepass_layout(S, H, ne);
+  int* counts = (int*)(ws + L.counts);
+  int* totals = (int*)(ws + L.totals);
+  int* perm = (int*)(ws + L.perm);
+  float* tiles = (dw || dsh || dsc) ? (float*)(ws + L.tiles) : nullptr;
+  onepass_count_kernel<<<(unsigned)L.nb, 256, 0, st>>>(idx, S, ne, L.cb, counts);
+  GAT_TRY(launched(err, len, "onepass_count_kernel"));
+  onepass_scatter_kernel<<<(unsigned)L.nb, kScatterThreads, 0, st>>>(idx, S, ne, L.cb, (int)L.nb, counts, totals,
+                                                                     perm, dx, (int)H);
+  GAT_TRY(launched(err, len, "onepass_scatter_kernel"));
+  const int threads = onepass_threads(H);
+  const size_t smem = onepass_smem(threads);
+  // Host-side only (no stream work), so legal during graph capture; needed above 48 KB of dynamic shared memory.
+  cudaError_t ce = cudaFuncSetAttribute(norm_bwd_onepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem);
+  if (ce != cudaSuccess) {
+    set_err(err, len, "cudaFuncSetAttribute(norm_bwd_onepass_kernel, %zu B shared): %s", smem, cudaGetErrorString(ce));
+    return GAT_LAUNCH;
+  }
+  norm_bwd_onepass_kernel<<<kOnePassCtas, threads, smem, st>>>(dy, x, w, sc, tstride, ne, rstd, perm, totals, dx,
+                                                                (int)H, L.tile_rows, tiles);
+  GAT_TRY(launched(err, len, "norm_bwd_onepass_kernel"));
+  if (tiles) {
+    onepass_fold_kernel<<<(unsigned)((H + 255) / 256), 256, 0, st>>>(tiles, totals, L.tile_rows, ne, (int)H, w, sc,
+                                                                      tstride, dw, dsh, dsc, ostride);
+    GAT_TRY(launched(err, len, "onepass_fold_kernel"));
+  }
+  return GAT_OK;
 }
 
 }  // namespace
@@ -937,6 +981,23 @@ GAT_API void gat_chunking(int op, int64_t S, int ne, int64_t* chunks, int64_t* l
 GAT_API int gat_row_threads(int64_t H) { return row_shape(H).threads; }
 // 1: column kernels with rows in registers (v1); 2: cp.async ring (v2, default). Returns the previous value;
 // anything else is refused (returns -1, nothing changed). Results are bitwise the same for both.
+// 1: two-pass norm backward (default); 2: one pass (where H > 6144 the two-pass one runs anyway). Returns the
+// previous value; anything else is refused (-1). The two give different bits (another order of the same sums).
+GAT_API int gat_set_norm_backward(int v) {
+  if (v != 1 && v != 2) return -1;
+  const int old = g_norm_backward;
+  g_norm_backward = v;
+  return old;
+}
+// The norm backward that runs at H (1 or 2), and the one-pass tiling at S: tile rows T, count blocks, tokens a block.
+GAT_API int gat_norm_backward_path(int64_t H) { return norm_onepass(H) ? 2 : 1; }
+GAT_API void gat_onepass_tiling(int64_t S, int64_t H, int ne, int64_t* tile_rows, int64_t* count_blocks,
+                                int64_t* block_tokens) {
+  const OnePassLayout L = onepass_layout(S, H, ne);
+  *tile_rows = L.tile_rows;
+  *count_blocks = L.nb;
+  *block_tokens = L.cb;
+}
 GAT_API int gat_set_column_variant(int v) {
   if (v != 1 && v != 2) return -1;
   const int old = g_column_variant;
@@ -1023,10 +1084,14 @@ GAT_API int gat_norm_bwd(const void* dy, const void* x, const void* w, const voi
                   !misaligned(ws),
               "dy, x, w, sc, dx and workspace must be 16-byte aligned");
   const bool want_col = dw || dsh || dsc;
-  const size_t need = want_col ? ws_bytes(1, S, H, ne) : 0;
-  GAT_REQUIRE(!want_col || (ws && ws_size >= need), "workspace too small: %zu bytes, need %zu", ws_size, need);
+  const bool onepass = norm_onepass(H) && (dx || want_col);
+  const size_t need = (want_col || onepass) ? ws_bytes(1, S, H, ne) : 0;
+  GAT_REQUIRE(need == 0 || (ws && ws_size >= need), "workspace too small: %zu bytes, need %zu", ws_size, need);
   GAT_TRY(enter(device, err, len));
   cudaStream_t st = (cudaStream_t)stream;
+  if (onepass) return norm_bwd_onepass((const bf16*)dy, (const bf16*)x, (const bf16*)w, (const bf16*)sc, tstride, idx,
+                                       ne, rstd, (bf16*)dx, (bf16*)dw, (bf16*)dsh, (bf16*)dsc, ostride, (char*)ws, S,
+                                       H, st, err, len);
   if (dx) {
     RowShape rs = row_shape(H);
     GAT_DISPATCH_V(rs.v, norm_dx_kernel,

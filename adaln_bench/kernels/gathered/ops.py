@@ -7,6 +7,7 @@ allocator, so forward and backward can be captured in a CUDA graph and run from 
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import torch
@@ -81,8 +82,29 @@ def target_for_device(device: torch.device) -> _build.Target:
     return _build.target_for_capability(major, minor)
 
 
+# The norm backward to run (1: two passes over x and dy, the library's default; 2: one pass, NOTES.md section 6),
+# read when the library is first loaded in the process (a harness run's children inherit it).
+NORM_BACKWARD_ENV = "ADALN_BENCH_GATHERED_NORM_BACKWARD"
+_CONFIGURED: set = set()
+
+
 def library(device: torch.device) -> _build.Library:
-    return _build.load(target_for_device(device))
+    lib = _build.load(target_for_device(device))
+    if lib.target not in _CONFIGURED:
+        _CONFIGURED.add(lib.target)
+        choice = os.environ.get(NORM_BACKWARD_ENV, "").strip()
+        if choice:
+            if choice not in ("1", "2"):
+                raise ValueError(f"{NORM_BACKWARD_ENV} must be 1 (two passes) or 2 (one pass), got {choice!r}")
+            lib.set_norm_backward(int(choice))
+    return lib
+
+
+def library_details(device: torch.device) -> dict:
+    """What a report records beside the candidate: the library file and the norm backward it runs at H = 5376."""
+    lib = library(device)
+    path = lib.norm_backward_path(5376)
+    return {"library": str(lib.path), "norm_backward": "one pass" if path == 2 else "two passes"}
 
 
 def availability() -> Optional[str]:
@@ -187,7 +209,7 @@ class _NormModulate(torch.autograd.Function):
         dw = torch.empty((h,), dtype=_BF16, device=dev) if nw else None
         dsh = torch.empty((ne, h), dtype=_BF16, device=dev) if nsh else None
         dsc = torch.empty((ne, h), dtype=_BF16, device=dev) if nsc else None
-        wsb = lib.workspace_bytes(_build.OP_NORM, s, h, ne) if (nw or nsh or nsc) else 0
+        wsb = lib.workspace_bytes(_build.OP_NORM, s, h, ne)  # the one-pass backward needs it for dx alone too
         ws = torch.empty(max(wsb, 16), dtype=torch.uint8, device=dev)
         with torch.cuda.device(dev):
             lib.call("gat_norm_bwd", dy.data_ptr(), x.data_ptr(), w.data_ptr(), sc.data_ptr(), sc.stride(0),

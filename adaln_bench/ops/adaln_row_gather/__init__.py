@@ -52,4 +52,5 @@ OPERATOR = register(Operator(
     stock_what="the stock path at the same S: six index_select calls (+ their atomic index_add backward)",
     cost=cost,
     modes=PLAIN_ONLY,
+    table_grads=("table",),
 ))

@@ -57,4 +57,5 @@ OPERATOR = register(Operator(
                "backward)",
     cost=cost,
     modes=RMS_NORM_MODES,
+    table_grads=("temb", "w", "b"),
 ))

@@ -46,4 +46,5 @@ OPERATOR = register(Operator(
     stock_what="the stock path at the same S: res + gate.index_select(0, idx) * y (+ its autograd backward)",
     cost=cost,
     modes=PLAIN_ONLY,
+    table_grads=("gate",),
 ))

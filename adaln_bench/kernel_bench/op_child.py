@@ -1,0 +1,181 @@
+"""One process of `kernel-bench --op`: each operator's stock path and candidates at each size, forward and
+forward + backward, in device time, beside a device-to-device copy of the same bytes.
+
+Run as ``python -m adaln_bench.kernel_bench.op_child CONFIG.json OUT.json`` by the command, one process per
+repetition. At each size the stock path, the candidates and the copy are each captured in a CUDA graph and
+replayed in turn (`device_time.measure_interleaved`), so every candidate's ratio to the stock path and the copy's
+to the candidate are paired round by round under the same clock. The row inputs and upstream gradients are
+rotated over enough copies (`copies`) that consecutive calls in a graph find none of them in L2 (50 MB on an
+H200): without that, S = 4097's 44 MB rows would partly be read from L2. Forward + backward is the harness's step
+(fresh leaves, forward, backward with ones). The host-inclusive figure (one call between two events, the host
+in the loop, `harness.timing.time_call`) is kept beside each device time. A process of its own (after the timed
+ones, so that a slow check cannot cost the times) checks bits and errors against FP64 (op_bits.py).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+from typing import Callable
+
+import torch
+
+from adaln_bench.harness import plan as P
+from adaln_bench.harness.device_time import DeviceTiming, StopRule, measure_interleaved, median_ratio
+from adaln_bench.harness.measure import training_step
+from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.subject import Subject
+from adaln_bench.harness.timing import time_call
+from adaln_bench.kernel_bench import op_bits
+from adaln_bench.kernel_bench.op_table import COPY, STOCK
+from adaln_bench.kernel_bench.process import child_main, log
+from adaln_bench.ops.candidates import BuildContext, Implementation, candidates_of
+from adaln_bench.ops.draws import draw_params, draw_rows
+from adaln_bench.ops.registry import get_operator
+from adaln_bench.ops.spec import Operator
+from adaln_bench.shape import Shape
+
+# Per size and kind, all subjects together: 1 % noise on each median, or the caps (a set of three subjects at
+# the largest size takes about 2 s).
+RULE = StopRule(target=0.01, min_samples=10, max_samples=200, max_seconds=1.5, batch=5, warmup_ms=100.0)
+ROTATE_BYTES = 200e6  # row bytes a graph's consecutive calls cycle through (4x the H200's L2)
+MAX_COPIES = 16
+HOST_WARMUP, HOST_SAMPLES = 3, 10
+
+
+def copies(row_bytes: float, rotate_bytes: float = ROTATE_BYTES, most: int = MAX_COPIES) -> int:
+    """Input sets to cycle through so that one call's rows are evicted from L2 before they are read again."""
+    if row_bytes <= 0:
+        return 1
+    return max(1, min(most, math.ceil(rotate_bytes / row_bytes)))
+
+
+def cycling(fns: list[Callable[[], object]]) -> Callable[[], None]:
+    """One callable that runs the next of `fns` on each call (in a graph capture, each captured call the next)."""
+    it = itertools.cycle(fns)
+    return lambda: next(it)()
+
+
+def stock_subject(op: Operator, sizes: Shape) -> Subject:
+    impl = Implementation(source=op.stock_what, has_backward=True, forward=op.stock_for(sizes))
+    return Subject.for_forward(op, impl, sizes)
+
+
+def candidate_subject(op: Operator, name: str, sizes: Shape, device: torch.device) -> Subject:
+    candidate = candidates_of(op.name).get(name)
+    if candidate is None:
+        raise KeyError(f"{op.name} has no candidate {name!r}")
+    reason = candidate.availability()
+    if reason:
+        raise RuntimeError(f"{name} is unavailable: {reason}")
+    impl = candidate.build(BuildContext(mode="plain", device=device, shape=sizes, op=op.name))
+    return Subject.of(op, candidate, impl, sizes)
+
+
+def summary(t: DeviceTiming) -> dict:
+    return {"us": t.median_us, "noise": t.rel_noise, "samples": len(t.samples_us), "stop": t.stop_reason,
+            "throttled": t.throttled, "sm_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after]}
+
+
+def input_sets(op: Operator, shape: Shape, tokens: int, params: dict, device: torch.device) -> list[tuple[dict, list]]:
+    """(inputs, upstream ones) pairs: the seeded rows and clones of them, each with its own ones."""
+    rows = {**draw_rows(op, shape, P.ACCURACY_SEED, tokens, device), **params}
+    ones = [torch.ones(o.shape(shape, tokens), dtype=o.dtype, device=device) for o in op.outputs]
+    row_bytes = sum(t.numel() * t.element_size() for n, t in rows.items() if op.tensor(n).role == "row")
+    row_bytes += sum(t.numel() * t.element_size() for t in ones)
+    sets = [(rows, ones)]
+    for _ in range(copies(row_bytes) - 1):
+        sets.append(({n: t.clone() if op.tensor(n).role == "row" else t for n, t in rows.items()},
+                     [t.clone() for t in ones]))
+    return sets
+
+
+def closures(subject: Subject, sets: list[tuple[dict, list]]) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Forward (no grad) and the training step, each cycling through the input sets."""
+    def forward_of(inputs: dict) -> Callable[[], None]:
+        mine = {n: inputs[n] for n in subject.inputs}
+
+        def forward() -> None:
+            with torch.no_grad():
+                subject.forward(mine)
+        return forward
+
+    steps = [training_step(subject.forward, subject, inputs, ones) for inputs, ones in sets]
+    return cycling([forward_of(inputs) for inputs, _ in sets]), cycling(steps)
+
+
+def copy_closure(nbytes: float, device: torch.device) -> Callable[[], None]:
+    """A device-to-device copy that reads and writes `nbytes` in all (half each way), over rotated buffers."""
+    half = max(16, int(nbytes // 2))
+    k = copies(half)
+    pairs = [(torch.empty(half, dtype=torch.uint8, device=device).random_(),
+              torch.empty(half, dtype=torch.uint8, device=device)) for _ in range(k)]
+    return cycling([lambda s=s, d=d: d.copy_(s) for s, d in pairs])
+
+
+def measure_size(op: Operator, subjects: dict[str, Subject], params: dict, shape: Shape, tokens: int,
+                 device: torch.device, errors: dict) -> dict:
+    cost = op.cost(shape, tokens)
+    sets = input_sets(op, shape, tokens, params, device)
+    fns: dict[str, tuple[Callable, Callable]] = {}
+    for name, subject in subjects.items():
+        try:
+            forward, step = closures(subject, sets)
+            forward()
+            step()  # a subject that fails here is recorded and left out of the timing
+            fns[name] = (forward, step)
+        except Exception as exc:  # noqa: BLE001
+            errors[f"{op.name}/{name}@{tokens}"] = f"{type(exc).__name__}: {exc}"
+            log(f"[error] {op.name}/{name}@{tokens}: {errors[f'{op.name}/{name}@{tokens}']}")
+    entry: dict = {"bytes": {"fwd": cost.fwd_bytes, "fwd_bwd": cost.step_bytes}, "copies": len(sets)}
+    for kind, nbytes, pick in (("fwd", cost.fwd_bytes, 0), ("fwd_bwd", cost.step_bytes, 1)):
+        timed = measure_interleaved({**{n: f[pick] for n, f in fns.items()}, COPY: copy_closure(nbytes, device)},
+                                    device, RULE)
+        figs = {name: summary(t) for name, t in timed.items()}
+        for name in fns:
+            figs[name]["vs_stock"] = median_ratio(timed[name].samples_us, timed[STOCK].samples_us) \
+                if STOCK in timed else None
+            figs[name]["of_copy"] = median_ratio(timed[COPY].samples_us, timed[name].samples_us)
+            host, _ = time_call(fns[name][pick], device, HOST_WARMUP, HOST_SAMPLES)
+            figs[name]["host_us"] = host.median
+            log(f"[time] {op.name} S={tokens} {kind} {name}: {figs[name]['us']:.1f} µs (host {host.median:.1f}), "
+                f"x{figs[name]['vs_stock']} stock, {figs[name]['of_copy']} of copy")
+        entry[kind] = figs
+    del fns, sets
+    torch.cuda.empty_cache()
+    return entry
+
+
+def measure_op(op: Operator, config: dict, shape: Shape, device: torch.device, out: dict) -> None:
+    params = draw_params(op, shape, device)
+    subjects: dict[str, Subject] = {STOCK: stock_subject(op, shape)}
+    info = {STOCK: op.stock_what}
+    for name in config["candidates"]:
+        try:
+            subjects[name] = candidate_subject(op, name, shape, device)
+            impl = subjects[name].impl
+            shown = {k: v for k, v in impl.details.items() if k not in ("path", "library")}  # e.g. its norm backward
+            info[name] = impl.source + "".join(f"; {k}: {v}" for k, v in shown.items())
+        except Exception as exc:  # noqa: BLE001 - recorded; the stock path and the others are still measured
+            out["errors"][f"{op.name}/{name}"] = f"{type(exc).__name__}: {exc}"
+    result: dict = {"subjects": info, "sizes": {}}
+    sizes = config["sizes"][op.name]
+    for tokens in sizes if config.get("timing", True) else ():
+        result["sizes"][str(tokens)] = measure_size(op, subjects, params, shape, tokens, device, out["errors"])
+    if config.get("bits"):
+        result["bits"] = op_bits.check(subjects, params, shape, device, sizes, log=log)
+        result["accuracy"] = op_bits.accuracy(subjects, params, shape, device, sizes)
+    out["ops"][op.name] = result
+
+
+def measure(config: dict) -> dict:
+    device = torch.device("cuda", 0)
+    shape = PRESETS[config["shape"]]
+    out: dict = {"ops": {}, "errors": {}}
+    for name in config["ops"]:
+        measure_op(get_operator(name), config, shape, device, out)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(measure, sys.argv[1:]))
