@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from adaln_bench.kernels.library_cache import build_atomically
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "philox_draw.cu"
 LIB_NAME = "libadaln_draws.so"
@@ -158,22 +160,9 @@ def ensure_library(arch: str) -> Path:
     """The cached library for arch, built (atomically: a temporary folder renamed into place) when missing."""
     inc = find_curand_include()
     final = cache_root() / f"draws-{arch}-{cache_key(arch, inc)}"
-    lib = final / LIB_NAME
-    if lib.exists():
-        return lib
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
-    try:
-        compile_library(arch, tmp)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not lib.exists():  # a concurrent build may have won the race; else a real error
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return lib
+    if not (final / LIB_NAME).exists():
+        build_atomically(final, LIB_NAME, lambda tmp: compile_library(arch, tmp))
+    return final / LIB_NAME
 
 
 class Library:

@@ -26,12 +26,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from adaln_bench.kernels.library_cache import build_atomically, cached_meta
 
 HERE = Path(__file__).resolve().parent
 ABI_VERSION = 3  # 2: entry points take the device index; adaln_status_name. 3: chunk groups in adaln_chunking
@@ -243,30 +244,15 @@ def _cutlass_version() -> str:
 def ensure_library(target: Target, log=None) -> tuple[Path, dict]:
     """The cached library for target, building it (atomically) when it is not there yet."""
     final = library_dir(target)
-    lib = final / LIB_NAME
-    if lib.exists():
-        meta = {}
-        if (final / "meta.json").exists():
-            meta = json.loads((final / "meta.json").read_text())
-        meta["prebuilt_or_cached"] = True
-        return lib, meta
+    meta = cached_meta(final, LIB_NAME)
+    if meta is not None:
+        return final / LIB_NAME, meta
     missing = missing_toolchain()
     if missing:
         raise BuildError(f"no cached library at {final} and cannot build one: {missing}")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
-    try:
-        meta = compile_library(target, tmp, log=log)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not (final / LIB_NAME).exists():  # a concurrent build may have won the race; else a real error
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    meta = build_atomically(final, LIB_NAME, lambda tmp: compile_library(target, tmp, log=log))
     meta["prebuilt_or_cached"] = False
-    return lib, meta
+    return final / LIB_NAME, meta
 
 
 class Library:

@@ -18,17 +18,15 @@ import argparse
 import ctypes
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from adaln_bench.kernels.bundled.build import BuildError, cache_root, find_nvcc, nvcc_version
+from adaln_bench.kernels.library_cache import build_atomically, cached_meta
 
 HERE = Path(__file__).resolve().parent
 SOURCE = "gathered.cu"
@@ -107,28 +105,15 @@ def compile_library(target: Target, out_dir: Path) -> dict:
 def ensure_library(target: Target) -> tuple[Path, dict]:
     """The cached library for target, built (atomically: temp folder, then rename) when missing."""
     final = library_dir(target)
-    lib = final / LIB_NAME
-    if lib.exists():
-        meta = json.loads((final / "meta.json").read_text()) if (final / "meta.json").exists() else {}
-        meta["prebuilt_or_cached"] = True
-        return lib, meta
+    meta = cached_meta(final, LIB_NAME)
+    if meta is not None:
+        return final / LIB_NAME, meta
     missing = missing_toolchain()
     if missing:
         raise BuildError(f"no cached library at {final} and cannot build one: {missing}")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
-    try:
-        meta = compile_library(target, tmp)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not (final / LIB_NAME).exists():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    meta = build_atomically(final, LIB_NAME, lambda tmp: compile_library(target, tmp))
     meta["prebuilt_or_cached"] = False
-    return lib, meta
+    return final / LIB_NAME, meta
 
 
 _vp, _i64, _i32, _sz, _f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_size_t, ctypes.c_float
