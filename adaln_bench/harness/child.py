@@ -13,7 +13,7 @@ import traceback
 import warnings
 from pathlib import Path
 
-from adaln_bench.harness.protocol import ChildResult, ChildSpec, ProgressWriter
+from adaln_bench.harness.protocol import ChildResult, ChildSpec, ProgressWriter, announce_switched_on
 from adaln_bench.reports.io import write_text_atomic
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is optional
@@ -63,6 +63,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
         traceback.print_exc()
         save()
         return result
+    announce_switched_on()
     result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
     result.environment = torch_environment(spec.device)
     notes = switch.switch.notes if switch.switch is not None else {}

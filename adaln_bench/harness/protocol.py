@@ -16,6 +16,9 @@ from adaln_bench.reports.schema import (CandidateEntry, Environment, InputFinger
 from adaln_bench.shape import Shape
 
 PROGRESS_PREFIX = "@@adaln-bench-progress "
+# The progress event a child prints once its mode is switched on: the later parts of a mode split over several
+# children start then (harness/job_queue.py).
+SWITCHED_ON = {"switched": "on"}
 
 
 class OpWork(BaseModel):
@@ -65,6 +68,10 @@ class ChildResult(BaseModel):
     results: dict[str, dict[str, CandidateEntry]] = Field(default_factory=dict)
     complete: bool = False
     wall_s: Optional[float] = None
+
+
+def announce_switched_on() -> None:
+    print(PROGRESS_PREFIX + json.dumps(SWITCHED_ON), flush=True)
 
 
 class ProgressWriter:

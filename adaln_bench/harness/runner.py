@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -25,7 +24,8 @@ from typing import Callable, Optional
 from pydantic import ValidationError
 
 from adaln_bench.harness.interpreters import InterpreterChecks, is_this_interpreter
-from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec, OpWork
+from adaln_bench.harness.job_queue import JobQueue
+from adaln_bench.harness.protocol import PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork
 from adaln_bench.modes.registry import Mode
 from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun
 from adaln_bench.shape import Shape
@@ -174,6 +174,7 @@ class ModeRunner:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._queue: Optional[JobQueue] = None  # run_all's, so that a first part's switch lets later parts start
         remove_stale_workdirs()
         self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         (self.workdir / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
@@ -225,7 +226,7 @@ class ModeRunner:
             child = _ChildProcess(argv, env, stderr_path)
             self._running[name] = child
         self.on_progress(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
-        reader = threading.Thread(target=self._read_progress, args=(name, child), daemon=True)
+        reader = threading.Thread(target=self._read_progress, args=(job, child), daemon=True)
         reader.start()
         timed_out = False
         try:
@@ -279,33 +280,47 @@ class ModeRunner:
                 entries[report_name] = CandidateUnavailable(unavailable=why, status=entry_status)
         return ModeOutcome(run=run, child=result, results=results)
 
-    def _read_progress(self, mode: str, child: _ChildProcess) -> None:
+    def _read_progress(self, job: ModeJob, child: _ChildProcess) -> None:
         assert child.proc.stdout is not None
         for line in child.proc.stdout:
             if line.startswith(PROGRESS_PREFIX):
                 try:
-                    self.on_progress(mode, json.loads(line[len(PROGRESS_PREFIX):]))
+                    event = json.loads(line[len(PROGRESS_PREFIX):])
                 except ValueError:
                     continue
+                if event == SWITCHED_ON:
+                    if self._queue is not None:
+                        self._queue.switched_on(job.mode.name)
+                    continue
+                self.on_progress(job.key, event)
 
     # -- many modes ------------------------------------------------------------------------------
 
     def run_all(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> None:
-        """Run every job; one worker thread per GPU slot pulls from a shared queue.
+        """Run every job; one worker thread per GPU slot pulls from a shared queue (harness/job_queue.py: the
+        later parts of a split mode wait for its first part's switch).
 
         Every job gets exactly one outcome, also when the run is stopped or a worker raises.
         """
-        todo: "queue.Queue[ModeJob]" = queue.Queue()
-        for job in jobs:
-            todo.put(job)
+        todo: JobQueue[ModeJob, ModeOutcome] = JobQueue(jobs, self._stopping)
+        self._queue = todo
 
         def worker(gpu: Optional[int]) -> None:
             while True:
-                try:
-                    job = todo.get_nowait()
-                except queue.Empty:
+                job = todo.take()
+                if job is None:
                     return
-                on_done(job.key, self._run_guarded(job, gpu))
+                verdict = todo.verdict(job)
+                if verdict is not None:
+                    on_done(job.key, self.unavailable_as(job, verdict))
+                    continue
+                outcome = None
+                try:
+                    outcome = self._run_guarded(job, gpu)
+                finally:  # whatever happened, the later parts of its mode must not wait for ever
+                    todo.decide(job.mode.name, outcome if outcome is not None and
+                                outcome.run.status == "unavailable" else None)
+                on_done(job.key, outcome)
 
         self._threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
         for t in self._threads:
@@ -319,11 +334,7 @@ class ModeRunner:
             self.join_workers()
             raise
         finally:
-            while True:  # jobs no worker took before they stopped
-                try:
-                    job = todo.get_nowait()
-                except queue.Empty:
-                    break
+            for job in todo.drain():  # jobs no worker took before they stopped
                 on_done(job.key, self.not_started(job))
 
     def _run_guarded(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
@@ -333,6 +344,16 @@ class ModeRunner:
             return self.run_one(job, gpu)
         except Exception as exc:
             return self._outcome(job, "failed", f"{type(exc).__name__}: {exc}", None, None, None, gpu)
+
+    def unavailable_as(self, job: ModeJob, first: ModeOutcome) -> ModeOutcome:
+        """A later part of a mode that its first part found unavailable: that finding (the child's reason,
+        what it observed, its stderr), with this part's candidates; no child is started."""
+        run = first.run
+        outcome = self._outcome(job, "unavailable", run.reason, first.child, run.wall_s, run.returncode,
+                                run.gpu_index, run.stderr_tail)
+        mine = {w.op for w in job.work}
+        outcome.results = {op: entries for op, entries in outcome.results.items() if op in mine}
+        return outcome
 
     def not_started(self, job: ModeJob) -> ModeOutcome:
         """The outcome of a mode that never ran because the run was stopped first."""
