@@ -20,6 +20,18 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy
 
 
 def run_child(spec: ChildSpec) -> ChildResult:
+    import torch  # noqa: F401 - imported first, so that the fork server below shares the import
+
+    # Before anything runs or is switched on: the CPU cold-start checks fork from here (harness/fork_server.py).
+    forks = _fork_server(spec)
+    try:
+        return _switch_and_measure(spec, forks)
+    finally:
+        if forks is not None:
+            forks.close()
+
+
+def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     started = time.monotonic()
     result = ChildResult(mode=spec.mode, status="running")
 
@@ -36,13 +48,10 @@ def run_child(spec: ChildSpec) -> ChildResult:
     import torch
 
     from adaln_bench.harness.environment import torch_environment
-    from adaln_bench.harness.input_fingerprint import input_fingerprint
     from adaln_bench.harness.mode_environment import runtime_environment
     from adaln_bench.modes import observe
     from adaln_bench.modes.registry import ModeOptions, all_modes
     from adaln_bench.modes.switch import ModeSwitch
-    from adaln_bench.ops.draws import draw_params
-    from adaln_bench.ops.registry import get_operator
 
     from adaln_bench.draws import geometry
     from adaln_bench.ops.draws import use_geometry
@@ -79,6 +88,48 @@ def run_child(spec: ChildSpec) -> ChildResult:
         save()
         return result
     save()
+    _measure_all(spec, device, switch, results, inputs, save, forks)
+    result.status, result.complete = "ok", True
+    save()
+    return result
+
+
+def _fork_server(spec: ChildSpec):
+    """A fork server for the cold-start checks of a CPU child that runs them; None elsewhere."""
+    if spec.device != "cpu" or spec.check_only or not (spec.probes and spec.cold_start):
+        return None
+    from adaln_bench.harness import cold_start
+    from adaln_bench.harness.fork_server import ForkServer
+
+    return ForkServer.start(cold_start.main, lambda: _preload(spec), cold_start.in_new_interpreter)
+
+
+def _preload(spec: ChildSpec) -> None:
+    """In the fork server: the declarations and the modules the candidates' builds import (diffusers: 4 s of
+    imports), so that a check does not import them again. Not for a framework's mode: its checks import them
+    after its switch, as this child does."""
+    import importlib
+
+    from adaln_bench.modes.registry import all_modes
+    from adaln_bench.ops import candidates
+
+    if all_modes(spec.modes_file)[spec.mode].kind == "framework":
+        return
+    for work in spec.work:
+        for name in work.candidates:
+            for module in candidates.get(name, work.op).preload:
+                try:
+                    importlib.import_module(module)
+                except Exception:  # noqa: BLE001 - an optional library: the build says why it is missing
+                    pass
+
+
+def _measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, save, forks) -> None:
+    import torch
+
+    from adaln_bench.harness.input_fingerprint import input_fingerprint
+    from adaln_bench.ops.draws import draw_params
+    from adaln_bench.ops.registry import get_operator
 
     index = 0
     for work in spec.work:
@@ -88,15 +139,13 @@ def run_child(spec: ChildSpec) -> ChildResult:
         inputs[op.name] = input_fingerprint(op, spec.shape, params, device)
         save()
         for name in work.candidates:
-            entries[_report_name(op.name, name, spec.mode)] = measure_one(spec, op, name, params, switch, index)
+            entries[_report_name(op.name, name, spec.mode)] = measure_one(spec, op, name, params, switch, index,
+                                                                          forks)
             index += 1
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             save()
         del params
-    result.status, result.complete = "ok", True
-    save()
-    return result
 
 
 def _report_name(op: str, name: str, mode: str) -> str:
@@ -105,7 +154,7 @@ def _report_name(op: str, name: str, mode: str) -> str:
     return candidates.get(name, op).report_name(mode)
 
 
-def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int):
+def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int, forks=None):
     """One candidate of one operator: built, measured, its cold start checked; or why it could not be."""
     import torch
 
@@ -139,18 +188,20 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
         return CandidateUnavailable(unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
     if spec.probes and spec.cold_start:  # a latency-only repeat does not need it again
         progress.phase("cold start")
-        measured.cold_start = cold_start_of(spec, op.name, name, index)
+        measured.cold_start = cold_start_of(spec, op.name, name, index, forks)
     return measured
 
 
-def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int):
-    """The candidate's cold-start check (harness/cold_start.py), in a process of its own beside this one."""
-    from adaln_bench.harness.cold_start import ColdStartSpec, check_cold_start
+def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=None):
+    """The candidate's cold-start check (harness/cold_start.py), in a process of its own beside this one: forked
+    from `forks` where there is one, else a new interpreter."""
+    from adaln_bench.harness.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
 
     result_path = Path(spec.result_path).with_name(f"{spec.mode}.cold-start.{index}.json")
-    return check_cold_start(ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src,
-                                          op=op, candidate=candidate, device=spec.device, shape=spec.shape,
-                                          draw_geometry=spec.draw_geometry, result_path=str(result_path)))
+    cold = ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src, op=op,
+                         candidate=candidate, device=spec.device, shape=spec.shape,
+                         draw_geometry=spec.draw_geometry, result_path=str(result_path))
+    return check_cold_start(cold, TIMEOUT_S, forks.launch if forks is not None else in_new_interpreter)
 
 
 def main(argv: list[str]) -> int:

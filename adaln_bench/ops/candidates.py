@@ -64,6 +64,8 @@ class Candidate:
     inputs: Optional[tuple[str, ...]] = None
     grads: Optional[tuple[str, ...]] = None
     reference: Optional[Callable[..., object]] = None
+    # Modules `build` imports, that a CPU cold-start server may import ahead (harness/fork_server.py).
+    preload: tuple[str, ...] = ()
 
     def report_name(self, mode: str) -> str:
         return f"{self.name}[{mode}]" if self.suffix_mode else self.name
