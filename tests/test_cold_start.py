@@ -22,7 +22,7 @@ import torch
 from adaln_bench.harness import cold_start
 from adaln_bench.harness.fork_server import ForkServer
 spec = cold_start.ColdStartSpec.model_validate_json(sys.argv[1])
-server = ForkServer.start(cold_start.main, lambda: None, cold_start.in_new_interpreter)
+server = ForkServer.start(cold_start.main, cold_start.in_new_interpreter)
 result = cold_start.check_cold_start(spec, float(sys.argv[2]), server.launch)
 server.close()
 print(json.dumps({"forked": server.forked, "result": result.model_dump(mode="json")}))
@@ -85,27 +85,44 @@ def test_a_hanging_candidate_times_out(tmp_path, monkeypatch, launch):
     assert result.status == "timeout" and result.failed_step == "first_step"
 
 
-def test_a_fork_server_leaves_when_prepare_starts_threads_and_checks_get_interpreters(tmp_path):
-    """A server that is not single-threaded after its imports must not fork: the check runs as before."""
-    driver = """
-import json, sys, threading, time
+def _driver(tmp_path, code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "OMP_NUM_THREADS": "1",
+                               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_a_process_with_a_second_thread_starts_no_fork_server(tmp_path):
+    """Forking a process with other threads is unsafe (an OpenMP pool, a lock held): the checks get interpreters."""
+    got = _driver(tmp_path, """
+import json, threading, time
+import torch
+from adaln_bench.harness.fork_server import ForkServer
+alone = ForkServer.start(lambda argv: 0, None)
+alone.close()
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+print(json.dumps({"alone": alone is not None, "with_a_thread": ForkServer.start(lambda argv: 0, None) is not None}))
+""")
+    assert got == {"alone": True, "with_a_thread": False}
+
+
+def test_when_the_server_is_gone_each_check_gets_an_interpreter(tmp_path):
+    got = _driver(tmp_path, """
+import json, os, signal
 import torch
 from adaln_bench.harness.fork_server import ForkServer, Launched
 calls = []
 def fallback(path, timeout):
     calls.append(path)
     return Launched("", "", 0, False)
-server = ForkServer.start(lambda argv: 0, lambda: threading.Thread(target=time.sleep, args=(30,), daemon=True).start(),
-                          fallback)
-got = server.launch("unused.spec.json", 5.0)
-server.close()
-print(json.dumps({"forked": server.forked, "fallback": calls, "code": got.code}))
-"""
-    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, "OMP_NUM_THREADS": "1",
-                               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.splitlines()[-1]) == {"forked": 0, "fallback": ["unused.spec.json"], "code": 0}
+server = ForkServer.start(lambda argv: 0, fallback)
+os.kill(server.pid, signal.SIGKILL)
+os.waitpid(server.pid, 0)
+first, second = server.launch("a.spec.json", 5.0), server.launch("b.spec.json", 5.0)
+print(json.dumps({"forked": server.forked, "fallback": calls, "process": [first.process, second.process]}))
+""")
+    assert got == {"forked": 0, "fallback": ["a.spec.json", "b.spec.json"], "process": ["interpreter", "interpreter"]}
 
 
 @pytest.mark.slow

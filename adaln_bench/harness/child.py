@@ -22,7 +22,8 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy
 def run_child(spec: ChildSpec) -> ChildResult:
     import torch  # noqa: F401 - imported first, so that the fork server below shares the import
 
-    # Before anything runs or is switched on: the CPU cold-start checks fork from here (harness/fork_server.py).
+    # Before anything runs or is switched on: the CPU cold-start checks fork from here (harness/fork_server.py),
+    # and share the imports made so far.
     forks = _fork_server(spec)
     try:
         return _switch_and_measure(spec, forks)
@@ -101,13 +102,14 @@ def _fork_server(spec: ChildSpec):
     from adaln_bench.harness import cold_start
     from adaln_bench.harness.fork_server import ForkServer
 
-    return ForkServer.start(cold_start.main, lambda: _preload(spec), cold_start.in_new_interpreter)
+    _preload(spec)
+    return ForkServer.start(cold_start.main, cold_start.in_new_interpreter)
 
 
 def _preload(spec: ChildSpec) -> None:
-    """In the fork server: the declarations and the modules the candidates' builds import (diffusers: 4 s of
-    imports), so that a check does not import them again. Not for a framework's mode: its checks import them
-    after its switch, as this child does."""
+    """Before the fork server starts: the declarations and the modules the candidates' builds import (diffusers:
+    4-6 s of imports), which this child, the server and every check then share. Not in a framework's mode, whose
+    switch may patch what a library binds at import: there the builds import them after the switch, as before."""
     import importlib
 
     from adaln_bench.modes.registry import all_modes
@@ -131,8 +133,12 @@ def _measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, s
     from adaln_bench.ops.draws import draw_params
     from adaln_bench.ops.registry import get_operator
 
+    from adaln_bench.harness.claims import claim
+
     index = 0
     for work in spec.work:
+        if spec.claims_dir is not None and not claim(spec.claims_dir, work.op, spec.claimant or spec.mode):
+            continue  # another part of this mode measures it
         op = get_operator(work.op)
         entries = results.setdefault(op.name, {})
         params = draw_params(op, spec.shape, device)
@@ -197,7 +203,8 @@ def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=No
     from `forks` where there is one, else a new interpreter."""
     from adaln_bench.harness.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
 
-    result_path = Path(spec.result_path).with_name(f"{spec.mode}.cold-start.{index}.json")
+    # Named after this child's result file: two parts of one mode run side by side in one folder.
+    result_path = Path(spec.result_path).with_name(f"{Path(spec.result_path).stem}.cold-start.{index}.json")
     cold = ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src, op=op,
                          candidate=candidate, device=spec.device, shape=spec.shape,
                          draw_geometry=spec.draw_geometry, result_path=str(result_path))

@@ -1,18 +1,18 @@
 """Fresh processes without a fresh torch import, for the cold-start checks of a CPU run.
 
-A new interpreter spends about 4 s of a core importing torch before a cold-start check runs the ~10 ms it
-checks; a CPU run checks one candidate after another, so that import was a fifth of the bare run. The mode's
-child therefore forks a *server* right after `import torch`, before its mode is switched on or any torch
-operation has run, and the server forks once per check. Each check still runs in a process of its own
+A new interpreter spends about 4 s of a core importing torch (and 4-6 s more importing diffusers) before a
+cold-start check runs the ~10 ms it checks; a CPU run checks one candidate after another, so those imports
+were a fifth of the bare run. The mode's child therefore forks a *server* right after its imports (torch; in
+a mode without a framework switch, also the candidates' libraries), before its mode is switched on or any
+torch operation has run, and the server forks once per check. Each check still runs in a process of its own
 that has never switched the mode on, built or called a candidate, run autograd or started a thread pool:
-what the check is about (harness/cold_start.py). Only the import is shared.
+what the check is about (harness/cold_start.py). Only the imports are shared.
 
-Before serving, the server may import more (`prepare`: the declarations and the candidates' libraries, which
-every check would import again). Only where forking is safe: on the CPU (a CUDA check keeps its own
-interpreter: a process that has touched the CUDA driver must not fork, and CUDA's per-thread state is what
-the check exists for), on Linux, and while the process has a single thread (several torch threads, e.g.
-OMP_NUM_THREADS > 1, start an OpenMP pool that a forked process cannot use). Otherwise `start` returns None,
-or the server leaves, and each check gets a new interpreter (`fallback`), as before.
+Only where forking is safe: on the CPU (a CUDA check keeps its own interpreter: a process that has touched
+the CUDA driver must not fork, and CUDA's per-thread state is what the check exists for), on Linux, and while
+the process has a single thread (several torch threads, e.g. OMP_NUM_THREADS > 1, start an OpenMP pool that a
+forked process cannot use). Otherwise `start` returns None, and if the server dies each later check gets a new
+interpreter (`fallback`), as before.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Optional
 
 _STOP_WAIT_S = 5.0
-TIMEOUT_START_S = 120.0  # the server's first answer comes after its imports
 
 
 @dataclass(frozen=True)
@@ -61,11 +60,11 @@ class ForkServer:
     def __init__(self, pid: int, requests: int, replies: int, fallback: Launch):
         self.pid, self._requests, self._replies, self._fallback = pid, requests, replies, fallback
         self._buffer = b""
-        self._gone = False  # the server left (it was not single-threaded after `prepare`, or it died)
+        self._gone = False  # the server died: later checks get interpreters
         self.forked = 0  # checks run in a fork: what the tests look at
 
     @classmethod
-    def start(cls, main: Main, prepare: Callable[[], None], fallback: Launch) -> Optional["ForkServer"]:
+    def start(cls, main: Main, fallback: Launch) -> Optional["ForkServer"]:
         if not hasattr(os, "fork") or not single_threaded():
             return None
         sys.stdout.flush()
@@ -77,7 +76,7 @@ class ForkServer:
             os.close(req_w)
             os.close(rep_r)
             try:
-                _serve(main, prepare, req_r, rep_w)
+                _serve(main, req_r, rep_w)
             finally:
                 os._exit(0)
         os.close(req_r)
@@ -104,8 +103,7 @@ class ForkServer:
         if not self._gone:
             try:
                 os.write(self._requests, (spec_path + "\n").encode())
-                # The first answer may wait for `prepare` (imports: seconds on a loaded machine).
-                started = self._line(time.monotonic() + TIMEOUT_START_S)
+                started = self._line(time.monotonic() + _STOP_WAIT_S)
             except OSError:  # the server closed its end
                 started = None
         if started is None or not started.startswith("pid "):
@@ -146,18 +144,11 @@ def _read(path: str) -> str:
         return ""
 
 
-def _serve(main: Main, prepare: Callable[[], None], requests: int, replies: int) -> None:
-    """The server: one fork per request line, `pid N` when it starts and `exit CODE` when it ended. It leaves
-    at once (the child then starts interpreters) if `prepare` fails or leaves it with more than one thread."""
+def _serve(main: Main, requests: int, replies: int) -> None:
+    """The server: one fork per request line, `pid N` when it starts and `exit CODE` when it ended."""
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # hold none of the child's pipes: the parent reads its stdout to the end
         os.dup2(devnull, fd)
-    try:
-        prepare()
-    except Exception:  # noqa: BLE001 - a check imports for itself what was not imported here
-        pass
-    if not single_threaded():
-        return
     with os.fdopen(requests, "rb") as lines:
         for raw in lines:
             spec_path = raw.decode().strip()

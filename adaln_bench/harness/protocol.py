@@ -53,6 +53,10 @@ class ChildSpec(BaseModel):
     cold_start: bool = True
     # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
     draw_geometry: str = "native"
+    # One part of a mode split over several children: every part has the same `work`, and measures only the
+    # operators it claims in this folder, as `claimant` (harness/claims.py).
+    claims_dir: Optional[str] = None
+    claimant: Optional[str] = None
 
 
 class ChildResult(BaseModel):

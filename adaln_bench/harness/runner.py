@@ -17,12 +17,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
 from pydantic import ValidationError
 
+from adaln_bench.harness.claims import CLAIMS_SUFFIX, claimed_by
 from adaln_bench.harness.interpreters import InterpreterChecks, is_this_interpreter
 from adaln_bench.harness.job_queue import JobQueue
 from adaln_bench.harness.protocol import PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork
@@ -42,6 +43,8 @@ class ModeJob:
     work: tuple[OpWork, ...]
     python: Optional[str] = None  # the interpreter of the mode's child; None: this one
     part: Optional[int] = None  # set when one mode's operators are split over several children
+    # The parts of a split mode share one list and each measures the operators it claims (harness/claims.py).
+    shared: bool = False
 
     @property
     def key(self) -> str:
@@ -61,6 +64,9 @@ class ModeOutcome:
     child: Optional[ChildResult]
     # Per operator, keyed by the candidate's name in the report.
     results: dict[str, dict[str, CandidateEntry]] = field(default_factory=dict)
+    # A part of a shared mode that reached the claims: the operators it claimed, which it answers for. None:
+    # it answers for every operator of its job.
+    ops: Optional[frozenset[str]] = None
 
 
 ProgressFn = Callable[[str, dict], None]  # (mode, event) -> None
@@ -83,12 +89,14 @@ class ChildOptions:
     cold_start: bool = True
     draw_geometry: str = "native"
 
-    def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path) -> ChildSpec:
+    def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path,
+                   claims_dir: Optional[Path] = None, claimant: Optional[str] = None) -> ChildSpec:
         return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
                          work=list(work), device=self.device, shape=self.shape, quick=self.quick,
                          result_path=str(result_path), check_only=self.check_only, probes=self.probes,
                          accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start,
-                         draw_geometry=self.draw_geometry)
+                         draw_geometry=self.draw_geometry, claims_dir=str(claims_dir) if claims_dir else None,
+                         claimant=claimant)
 
 
 def _tail(path: Path) -> str:
@@ -200,9 +208,12 @@ class ModeRunner:
         result_path = self.workdir / f"{name}.result.json"
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
-        spec = self.options.child_spec(mode_name, job.work, result_path)
+        claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
+        spec = self.options.child_spec(mode_name, job.work, result_path, claims, name if claims else None)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
             return self.not_started(job)
+        if claims is not None:
+            claims.mkdir(exist_ok=True)
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
@@ -243,6 +254,17 @@ class ModeRunner:
         result = _read_result(result_path)
         code = child.proc.returncode
         tail = _tail(stderr_path)
+        # A part of a shared mode that switched on answers for the operators it claimed, and only for them.
+        ops = claimed_by(claims, name) if claims is not None and result is not None and \
+            result.status != "unavailable" else None
+        scope = job if ops is None else replace(job, work=tuple(w for w in job.work if w.op in ops))
+        outcome = self._ended(scope, result, wall, code, gpu, tail, timed_out)
+        outcome.ops = ops
+        return outcome
+
+    def _ended(self, job: ModeJob, result: Optional[ChildResult], wall: float, code: Optional[int],
+               gpu: Optional[int], tail: str, timed_out: bool) -> ModeOutcome:
+        """A child's end, classified."""
         if self._stopping.is_set() and not (result and result.complete):
             return self._outcome(job, "interrupted", "interrupted by the user", result, wall, code, gpu, tail)
         if timed_out and not (result and result.complete):  # a complete result whose exit was slow is no timeout
@@ -353,6 +375,17 @@ class ModeRunner:
                                 run.gpu_index, run.stderr_tail)
         mine = {w.op for w in job.work}
         outcome.results = {op: entries for op, entries in outcome.results.items() if op in mine}
+        return outcome
+
+    def not_reached(self, job: ModeJob, op: str, stopped: ModeOutcome) -> ModeOutcome:
+        """An operator of a shared mode that no part claimed: every part stopped first. It is reported with the
+        status of `job`'s part (crashed, timeout, interrupted) and that part's reason."""
+        run = stopped.run
+        scope = replace(job, work=tuple(w for w in job.work if w.op == op))
+        reason = f"{run.reason}; {op} was not reached" if run.reason else f"{op} was not reached"
+        outcome = self._outcome(scope, run.status, reason, None, run.wall_s, run.returncode, run.gpu_index,
+                                run.stderr_tail)
+        outcome.run = run  # the mode's own record stays that of the part
         return outcome
 
     def not_started(self, job: ModeJob) -> ModeOutcome:
