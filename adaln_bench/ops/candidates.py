@@ -92,8 +92,16 @@ def candidates_of(op: str) -> dict[str, Candidate]:
     return {c.name: c for c in _REGISTRY.entries.values() if c.op == op}
 
 
+_ENTRY_POINTS_LOADED = False
+
+
 def _load_entry_points() -> None:
-    """Candidates other packages declare under the `adaln_bench.candidates` entry-point group."""
+    """Candidates other packages declare under the `adaln_bench.candidates` entry-point group: read once per
+    process (a scan of every installed distribution's metadata is ~20 ms, and a run looks candidates up hundreds
+    of times)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="adaln_bench.candidates"):
@@ -104,6 +112,7 @@ def _load_entry_points() -> None:
         if not isinstance(candidate, Candidate):
             raise TypeError(f"entry point {ep.name!r} gave {type(candidate).__name__}, not a Candidate")
         _REGISTRY.entries.setdefault(f"{candidate.op}/{candidate.name}", candidate)
+    _ENTRY_POINTS_LOADED = True  # not before: a bad entry point keeps raising, as it always did
 
 
 def get(name: str, op: str = DEFAULT_OP) -> Candidate:
