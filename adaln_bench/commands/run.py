@@ -123,7 +123,7 @@ def run_command(
                                         help="Candidate to measure (repeatable): a registered name or module:function."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
     quick: bool = typer.Option(False, "--quick", help="Smoke test: smaller probes, T in (1, 3) only; flagged in the report."),
-    preset: Optional[str] = typer.Option(None, help="Shape preset: h3 (GPU default), flux, small (CPU default), tiny."),
+    preset: Optional[str] = typer.Option(None, help="Shape preset: h3 (GPU default), flux, small, tiny (CPU default)."),
     dim: Optional[int] = typer.Option(None, help="D, the width of temb."),
     hidden: Optional[int] = typer.Option(None, help="H, the hidden size."),
     modalities: Optional[int] = typer.Option(None, help="M, the number of modalities (N = 6·M·H)."),
