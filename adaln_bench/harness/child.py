@@ -2,7 +2,9 @@
 
 The parent starts it with the mode's variables already in its environment, so they are in place before
 torch is imported here. It switches the mode on, measures each candidate, and rewrites its result file
-after every candidate, so that a crash later keeps what was finished.
+after every candidate, so that a crash later keeps what was finished. On a CPU it forks a server for the
+cold-start checks right after its imports (harness/fork_server.py), and as one part of a mode split over
+several children it measures only the operators it claims (harness/claims.py).
 """
 from __future__ import annotations
 
@@ -119,11 +121,11 @@ def _preload(spec: ChildSpec) -> None:
         return
     for work in spec.work:
         for name in work.candidates:
-            for module in candidates.get(name, work.op).preload:
-                try:
+            try:
+                for module in candidates.get(name, work.op).preload:
                     importlib.import_module(module)
-                except Exception:  # noqa: BLE001 - an optional library: the build says why it is missing
-                    pass
+            except Exception:  # noqa: BLE001 - an optional library, a bad name: the build says why, as before
+                continue
 
 
 def _measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, save, forks) -> None:
