@@ -123,7 +123,7 @@ def run_command(
                                         help="Candidate to measure (repeatable): a registered name or module:function."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
     quick: bool = typer.Option(False, "--quick", help="Smoke test: smaller probes, T in (1, 3) only; flagged in the report."),
-    preset: Optional[str] = typer.Option(None, help="Shape preset: h3 (GPU default), flux, small (CPU default), tiny."),
+    preset: Optional[str] = typer.Option(None, help="Shape preset: h3 (GPU default), flux, small, tiny (CPU default)."),
     dim: Optional[int] = typer.Option(None, help="D, the width of temb."),
     hidden: Optional[int] = typer.Option(None, help="H, the hidden size."),
     modalities: Optional[int] = typer.Option(None, help="M, the number of modalities (N = 6·M·H)."),
@@ -165,6 +165,7 @@ def run_command(
     from adaln_bench.envs.file import choose_interpreters
     from adaln_bench.harness import exit_status
     from adaln_bench.harness.assemble import RunContext, assemble_report
+    from adaln_bench.harness.claims import answering
     from adaln_bench.harness.exit_status import run_exit
     from adaln_bench.harness.repeat import RepeatedRun
     from adaln_bench.harness.runner import ChildOptions, ModeOutcome, ModeRunner
@@ -226,7 +227,7 @@ def run_command(
         # (one operator's modes run one after the other, as they always have).
         slots = [None] * max(1, min(CPU_CHILDREN, os.cpu_count() or 1))
     jobs = make_jobs(selection, [m for m in modes if m.name not in skipped_names], interpreters,
-                     parts=len(slots) if run_device == "cpu" else 1)
+                     parts=len(slots) if run_device == "cpu" else 1, shape=shape)
     outcomes: dict[str, ModeOutcome] = {}
     if skipped and not quiet:
         print(f"adaln-bench: not applicable on {run_device}, skipped: {', '.join(m.name for m in skipped)}",
@@ -270,8 +271,12 @@ def run_command(
                              interpreters=interpreters, draw_geometry=geometry)
         reports = {}
         for operator in ops:
-            per_mode = {job.mode.name: outcomes[job.key] for job in jobs
-                        if any(w.op == operator.name for w in job.work)}
+            per_mode = {}
+            for m in modes:  # the part of each mode that measured the operator (harness/claims.py)
+                found = answering(operator.name, [j for j in jobs if j.mode.name == m.name], outcomes,
+                                  runner.not_reached)
+                if found is not None:
+                    per_mode[m.name] = found
             for m in skipped:
                 per_mode[m.name] = runner.not_applicable(_job_of(m, operator, selection))
             names = {m.name: selection.report_names(operator.name, m.name) for m in modes}

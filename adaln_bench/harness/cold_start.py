@@ -4,7 +4,8 @@ A warmed process hides a whole class of faults. Autograd runs a CUDA backward in
 a kernel that calls the driver there before any runtime call can find no current context, and a kernel
 launched after such a failed setup can kill the process (seen: the bundled kernel's first backward died with
 "illegal instruction" while every warm probe passed). So the mode's child runs, per candidate, a grandchild
-`python -m adaln_bench.harness.cold_start SPEC.json` in the mode's environment with the mode switched on:
+`python -m adaln_bench.harness.cold_start SPEC.json` in the mode's environment with the mode switched on (on a
+CPU, a fork of a process that has only imported torch: harness/fork_server.py):
 
 1. first_step: the process's first forward on the main thread, then one backward with torch's default
    (multithreaded) autograd;
@@ -25,6 +26,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from adaln_bench.harness.fork_server import Launch, Launched
 from adaln_bench.harness.runner import describe_exit
 from adaln_bench.reports.io import write_text_atomic
 from adaln_bench.reports.schema import ColdStart
@@ -57,8 +59,20 @@ class ColdStartSpec(BaseModel):
 # --- the mode's child: start the grandchild and read what it left -------------------------------------
 
 
-def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S) -> ColdStart:
-    """Run the check in a fresh process (the caller's environment, so the mode's variables) and classify it.
+def in_new_interpreter(spec_path: str, timeout_s: float) -> Launched:
+    """`python -m adaln_bench.harness.cold_start SPEC.json`: a process that imports everything itself."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "adaln_bench.harness.cold_start", spec_path],
+                              capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        return Launched(proc.stdout, proc.stderr, proc.returncode, False)
+    except subprocess.TimeoutExpired as exc:
+        return Launched(_text(exc.stdout), _text(exc.stderr), None, True)
+
+
+def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S,
+                     launch: Launch = in_new_interpreter) -> ColdStart:
+    """Run the check in a fresh process (the caller's environment, so the mode's variables) and classify it:
+    a new interpreter, or on a CPU a fork of one that has imported torch and nothing more (harness/fork_server.py).
 
     The grandchild's spec is written beside its result file, which the caller names in a folder of its own.
     """
@@ -66,25 +80,26 @@ def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S) -> ColdS
     spec_path = result_path.with_name(result_path.name + ".spec.json")
     spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
     started = time.monotonic()
-    try:
-        proc = subprocess.run([sys.executable, "-m", "adaln_bench.harness.cold_start", str(spec_path)],
-                              capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        stdout, stderr, code, timed_out = proc.stdout, proc.stderr, proc.returncode, False
-    except subprocess.TimeoutExpired as exc:
-        stdout, stderr, code, timed_out = _text(exc.stdout), _text(exc.stderr), None, True
-    wall = round(time.monotonic() - started, 3)
+    launched = launch(str(spec_path), timeout_s)
+    result = _classify(launched, result_path, timeout_s)
+    result.wall_s = round(time.monotonic() - started, 3)
+    result.process = launched.process
+    return result
+
+
+def _classify(launched: Launched, result_path: Path, timeout_s: float) -> ColdStart:
+    """The grandchild's result file where it ended well; else which step it died or hung in."""
+    stdout, stderr, code, timed_out = launched.stdout, launched.stderr, launched.code, launched.timed_out
     steps = [ln[len(STEP_PREFIX):].strip() for ln in stdout.splitlines() if ln.startswith(STEP_PREFIX)]
     tail = stderr[-STDERR_TAIL_CHARS:] or None
     if not timed_out and code == 0 and result_path.exists():
-        result = ColdStart.model_validate_json(result_path.read_text(encoding="utf-8"))
-        result.wall_s = wall
-        return result
+        return ColdStart.model_validate_json(result_path.read_text(encoding="utf-8"))
     last = steps[-1] if steps else "start-up"
     passed = steps[:-1]
     if timed_out:
-        return ColdStart(status="timeout", steps_passed=passed, failed_step=last, wall_s=wall, stderr_tail=tail,
+        return ColdStart(status="timeout", steps_passed=passed, failed_step=last, stderr_tail=tail,
                          reason=f"no result within {timeout_s:g} s")
-    return ColdStart(status="crashed", steps_passed=passed, failed_step=last, wall_s=wall, stderr_tail=tail,
+    return ColdStart(status="crashed", steps_passed=passed, failed_step=last, stderr_tail=tail,
                      reason=f"the process died during {last}: {describe_exit(code)}")
 
 

@@ -16,6 +16,9 @@ from adaln_bench.reports.schema import (CandidateEntry, Environment, InputFinger
 from adaln_bench.shape import Shape
 
 PROGRESS_PREFIX = "@@adaln-bench-progress "
+# The progress event a child prints once its mode is switched on: the later parts of a mode split over several
+# children start then (harness/job_queue.py).
+SWITCHED_ON = {"switched": "on"}
 
 
 class OpWork(BaseModel):
@@ -50,6 +53,10 @@ class ChildSpec(BaseModel):
     cold_start: bool = True
     # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
     draw_geometry: str = "native"
+    # One part of a mode split over several children: every part has the same `work`, and measures only the
+    # operators it claims in this folder, as `claimant` (harness/claims.py).
+    claims_dir: Optional[str] = None
+    claimant: Optional[str] = None
 
 
 class ChildResult(BaseModel):
@@ -65,6 +72,10 @@ class ChildResult(BaseModel):
     results: dict[str, dict[str, CandidateEntry]] = Field(default_factory=dict)
     complete: bool = False
     wall_s: Optional[float] = None
+
+
+def announce_switched_on() -> None:
+    print(PROGRESS_PREFIX + json.dumps(SWITCHED_ON), flush=True)
 
 
 class ProgressWriter:

@@ -154,7 +154,7 @@ def merge_outcomes(first: dict[str, ModeOutcome], repeats: Sequence[dict[str, Mo
                  for report_name, entry in entries.items()}
             for op, entries in outcome.results.items()
         }
-        merged[name] = ModeOutcome(run=outcome.run, child=outcome.child, results=results)
+        merged[name] = replace(outcome, results=results)  # the rest as it was (a shared part's claimed ops)
     return merged
 
 

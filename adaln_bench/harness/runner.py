@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -18,14 +17,16 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
 from pydantic import ValidationError
 
+from adaln_bench.harness.claims import CLAIMS_SUFFIX, claimed_by
 from adaln_bench.harness.interpreters import InterpreterChecks, is_this_interpreter
-from adaln_bench.harness.protocol import PROGRESS_PREFIX, ChildResult, ChildSpec, OpWork
+from adaln_bench.harness.job_queue import JobQueue
+from adaln_bench.harness.protocol import PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork
 from adaln_bench.modes.registry import Mode
 from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun
 from adaln_bench.shape import Shape
@@ -42,6 +43,8 @@ class ModeJob:
     work: tuple[OpWork, ...]
     python: Optional[str] = None  # the interpreter of the mode's child; None: this one
     part: Optional[int] = None  # set when one mode's operators are split over several children
+    # The parts of a split mode share one list and each measures the operators it claims (harness/claims.py).
+    shared: bool = False
 
     @property
     def key(self) -> str:
@@ -61,6 +64,9 @@ class ModeOutcome:
     child: Optional[ChildResult]
     # Per operator, keyed by the candidate's name in the report.
     results: dict[str, dict[str, CandidateEntry]] = field(default_factory=dict)
+    # A part of a shared mode that reached the claims: the operators it claimed, which it answers for. None:
+    # it answers for every operator of its job.
+    ops: Optional[frozenset[str]] = None
 
 
 ProgressFn = Callable[[str, dict], None]  # (mode, event) -> None
@@ -83,12 +89,14 @@ class ChildOptions:
     cold_start: bool = True
     draw_geometry: str = "native"
 
-    def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path) -> ChildSpec:
+    def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path,
+                   claims_dir: Optional[Path] = None, claimant: Optional[str] = None) -> ChildSpec:
         return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
                          work=list(work), device=self.device, shape=self.shape, quick=self.quick,
                          result_path=str(result_path), check_only=self.check_only, probes=self.probes,
                          accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start,
-                         draw_geometry=self.draw_geometry)
+                         draw_geometry=self.draw_geometry, claims_dir=str(claims_dir) if claims_dir else None,
+                         claimant=claimant)
 
 
 def _tail(path: Path) -> str:
@@ -174,6 +182,7 @@ class ModeRunner:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._queue: Optional[JobQueue] = None  # run_all's, so that a first part's switch lets later parts start
         remove_stale_workdirs()
         self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         (self.workdir / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
@@ -199,9 +208,12 @@ class ModeRunner:
         result_path = self.workdir / f"{name}.result.json"
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
-        spec = self.options.child_spec(mode_name, job.work, result_path)
+        claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
+        spec = self.options.child_spec(mode_name, job.work, result_path, claims, name if claims else None)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
             return self.not_started(job)
+        if claims is not None:
+            claims.mkdir(exist_ok=True)
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
@@ -225,7 +237,7 @@ class ModeRunner:
             child = _ChildProcess(argv, env, stderr_path)
             self._running[name] = child
         self.on_progress(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
-        reader = threading.Thread(target=self._read_progress, args=(name, child), daemon=True)
+        reader = threading.Thread(target=self._read_progress, args=(job, child), daemon=True)
         reader.start()
         timed_out = False
         try:
@@ -242,6 +254,17 @@ class ModeRunner:
         result = _read_result(result_path)
         code = child.proc.returncode
         tail = _tail(stderr_path)
+        # A part of a shared mode that switched on answers for the operators it claimed, and only for them.
+        ops = claimed_by(claims, name) if claims is not None and result is not None and \
+            result.status != "unavailable" else None
+        scope = job if ops is None else replace(job, work=tuple(w for w in job.work if w.op in ops))
+        outcome = self._ended(scope, result, wall, code, gpu, tail, timed_out)
+        outcome.ops = ops
+        return outcome
+
+    def _ended(self, job: ModeJob, result: Optional[ChildResult], wall: float, code: Optional[int],
+               gpu: Optional[int], tail: str, timed_out: bool) -> ModeOutcome:
+        """A child's end, classified."""
         if self._stopping.is_set() and not (result and result.complete):
             return self._outcome(job, "interrupted", "interrupted by the user", result, wall, code, gpu, tail)
         if timed_out and not (result and result.complete):  # a complete result whose exit was slow is no timeout
@@ -279,33 +302,47 @@ class ModeRunner:
                 entries[report_name] = CandidateUnavailable(unavailable=why, status=entry_status)
         return ModeOutcome(run=run, child=result, results=results)
 
-    def _read_progress(self, mode: str, child: _ChildProcess) -> None:
+    def _read_progress(self, job: ModeJob, child: _ChildProcess) -> None:
         assert child.proc.stdout is not None
         for line in child.proc.stdout:
             if line.startswith(PROGRESS_PREFIX):
                 try:
-                    self.on_progress(mode, json.loads(line[len(PROGRESS_PREFIX):]))
+                    event = json.loads(line[len(PROGRESS_PREFIX):])
                 except ValueError:
                     continue
+                if event == SWITCHED_ON:
+                    if self._queue is not None:
+                        self._queue.switched_on(job.mode.name)
+                    continue
+                self.on_progress(job.key, event)
 
     # -- many modes ------------------------------------------------------------------------------
 
     def run_all(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> None:
-        """Run every job; one worker thread per GPU slot pulls from a shared queue.
+        """Run every job; one worker thread per GPU slot pulls from a shared queue (harness/job_queue.py: the
+        later parts of a split mode wait for its first part's switch).
 
         Every job gets exactly one outcome, also when the run is stopped or a worker raises.
         """
-        todo: "queue.Queue[ModeJob]" = queue.Queue()
-        for job in jobs:
-            todo.put(job)
+        todo: JobQueue[ModeJob, ModeOutcome] = JobQueue(jobs, self._stopping)
+        self._queue = todo
 
         def worker(gpu: Optional[int]) -> None:
             while True:
-                try:
-                    job = todo.get_nowait()
-                except queue.Empty:
+                job = todo.take()
+                if job is None:
                     return
-                on_done(job.key, self._run_guarded(job, gpu))
+                verdict = todo.verdict(job)
+                if verdict is not None:
+                    on_done(job.key, self.unavailable_as(job, verdict))
+                    continue
+                outcome = None
+                try:
+                    outcome = self._run_guarded(job, gpu)
+                finally:  # whatever happened, the later parts of its mode must not wait for ever
+                    todo.decide(job.mode.name, outcome if outcome is not None and
+                                outcome.run.status == "unavailable" else None)
+                on_done(job.key, outcome)
 
         self._threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
         for t in self._threads:
@@ -319,11 +356,7 @@ class ModeRunner:
             self.join_workers()
             raise
         finally:
-            while True:  # jobs no worker took before they stopped
-                try:
-                    job = todo.get_nowait()
-                except queue.Empty:
-                    break
+            for job in todo.drain():  # jobs no worker took before they stopped
                 on_done(job.key, self.not_started(job))
 
     def _run_guarded(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
@@ -333,6 +366,27 @@ class ModeRunner:
             return self.run_one(job, gpu)
         except Exception as exc:
             return self._outcome(job, "failed", f"{type(exc).__name__}: {exc}", None, None, None, gpu)
+
+    def unavailable_as(self, job: ModeJob, first: ModeOutcome) -> ModeOutcome:
+        """A later part of a mode that its first part found unavailable: that finding (the child's reason,
+        what it observed, its stderr), with this part's candidates; no child is started."""
+        run = first.run
+        outcome = self._outcome(job, "unavailable", run.reason, first.child, run.wall_s, run.returncode,
+                                run.gpu_index, run.stderr_tail)
+        mine = {w.op for w in job.work}
+        outcome.results = {op: entries for op, entries in outcome.results.items() if op in mine}
+        return outcome
+
+    def not_reached(self, job: ModeJob, op: str, stopped: ModeOutcome) -> ModeOutcome:
+        """An operator of a shared mode that no part claimed: every part stopped first. It is reported with the
+        status of `job`'s part (crashed, timeout, interrupted) and that part's reason."""
+        run = stopped.run
+        scope = replace(job, work=tuple(w for w in job.work if w.op == op))
+        reason = f"{run.reason}; {op} was not reached" if run.reason else f"{op} was not reached"
+        outcome = self._outcome(scope, run.status, reason, None, run.wall_s, run.returncode, run.gpu_index,
+                                run.stderr_tail)
+        outcome.run = run  # the mode's own record stays that of the part
+        return outcome
 
     def not_started(self, job: ModeJob) -> ModeOutcome:
         """The outcome of a mode that never ran because the run was stopped first."""

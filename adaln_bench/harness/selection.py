@@ -6,6 +6,7 @@ candidate of another operator, a size an operator does not take) is one line and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional, Sequence
 
 from adaln_bench.errors import UserError
@@ -15,6 +16,7 @@ from adaln_bench.modes.registry import Mode
 from adaln_bench.ops import candidates as registry
 from adaln_bench.ops.registry import all_operators, get_operator
 from adaln_bench.ops.spec import Operator
+from adaln_bench.shape import Shape
 
 PROJECTION = "adaln_projection"
 
@@ -100,29 +102,39 @@ def select(ops: Sequence[Operator], modes: Sequence[Mode], names: Sequence[str])
     return Selection(list(ops), per_op)
 
 
-def jobs(selection: Selection, modes: Sequence[Mode], interpreters: dict[str, str], parts: int = 1
-         ) -> list[ModeJob]:
+def jobs(selection: Selection, modes: Sequence[Mode], interpreters: dict[str, str], parts: int = 1,
+         shape: Optional[Shape] = None) -> list[ModeJob]:
     """One child per mode measuring every operator that runs under it; with `parts` > 1 (several CPU cores),
-    each mode's operators are dealt over that many children, heaviest first."""
+    that many children per mode share its operators, heaviest first, each measuring those it claims
+    (harness/claims.py)."""
     out = []
     for m in modes:
         work = [OpWork(op=op.name, candidates=selection.per_op[op.name][m.name]) for op in selection.ops
                 if op.runs_under(m.name) and selection.per_op[op.name][m.name]]
         if not work:
             continue
-        groups = _deal(work, parts) if parts > 1 and len(work) > 1 else [work]
-        for i, group in enumerate(groups):
-            out.append(ModeJob(m, tuple(group), interpreters.get(m.name), part=i if len(groups) > 1 else None))
+        if parts > 1 and len(work) > 1:
+            shared = tuple(heaviest_first(work, shape))
+            out.extend(ModeJob(m, shared, interpreters.get(m.name), part=i, shared=True)
+                       for i in range(min(parts, len(work))))
+        else:
+            out.append(ModeJob(m, tuple(work), interpreters.get(m.name)))
     return out
 
 
-def _deal(work: list[OpWork], parts: int) -> list[list[OpWork]]:
-    """Greedy: each operator (most candidates first) to the child with the fewest candidates so far."""
-    groups: list[list[OpWork]] = [[] for _ in range(min(parts, len(work)))]
-    load = [0] * len(groups)
-    for w in sorted(work, key=lambda w: -len(w.candidates)):
-        i = load.index(min(load))
-        groups[i].append(w)
-        load[i] += len(w.candidates)
-    order = {w.op: k for k, w in enumerate(work)}
-    return [sorted(g, key=lambda w: order[w.op]) for g in groups if g]
+def heaviest_first(work: list[OpWork], shape: Optional[Shape]) -> list[OpWork]:
+    """By the declared bytes and FLOPs of the probes' rows (largest first), so that the parts that claim them
+    in turn end together; in the given order without a shape."""
+    if shape is None:
+        return list(work)
+    return sorted(work, key=lambda w: _probe_rows_cost(w.op, shape), reverse=True)
+
+
+@lru_cache(maxsize=None)
+def _probe_rows_cost(op_name: str, shape: Shape) -> float:
+    from adaln_bench.harness.cpu_estimate import plan_work
+
+    op = get_operator(op_name)
+    one, many = op.cost(shape, 1), op.cost(shape, 65)
+    per_row = (many.step_bytes + many.step_flops - one.step_bytes - one.step_flops) / 64
+    return plan_work(op.family.full).rows * per_row

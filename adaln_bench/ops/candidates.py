@@ -64,6 +64,8 @@ class Candidate:
     inputs: Optional[tuple[str, ...]] = None
     grads: Optional[tuple[str, ...]] = None
     reference: Optional[Callable[..., object]] = None
+    # Modules `build` imports, that a CPU cold-start server may import ahead (harness/fork_server.py).
+    preload: tuple[str, ...] = ()
 
     def report_name(self, mode: str) -> str:
         return f"{self.name}[{mode}]" if self.suffix_mode else self.name
@@ -90,8 +92,16 @@ def candidates_of(op: str) -> dict[str, Candidate]:
     return {c.name: c for c in _REGISTRY.entries.values() if c.op == op}
 
 
+_ENTRY_POINTS_LOADED = False
+
+
 def _load_entry_points() -> None:
-    """Candidates other packages declare under the `adaln_bench.candidates` entry-point group."""
+    """Candidates other packages declare under the `adaln_bench.candidates` entry-point group: read once per
+    process (a scan of every installed distribution's metadata is ~20 ms, and a run looks candidates up hundreds
+    of times)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="adaln_bench.candidates"):
@@ -102,6 +112,7 @@ def _load_entry_points() -> None:
         if not isinstance(candidate, Candidate):
             raise TypeError(f"entry point {ep.name!r} gave {type(candidate).__name__}, not a Candidate")
         _REGISTRY.entries.setdefault(f"{candidate.op}/{candidate.name}", candidate)
+    _ENTRY_POINTS_LOADED = True  # not before: a bad entry point keeps raising, as it always did
 
 
 def get(name: str, op: str = DEFAULT_OP) -> Candidate:

@@ -36,7 +36,7 @@ def register_stock(op: str, module: str, name: str, make_forward: MakeForward,
 
     return register(Candidate(name="diffusers", description=f"diffusers {name} (op-for-op replay without it)",
                               default_modes=None, availability=lambda: None, build=build, op=op,
-                              suffix_mode=suffix_mode))
+                              suffix_mode=suffix_mode, preload=(module,)))
 
 
 def register_replay(op: str, replay: Callable, what: str) -> Candidate:

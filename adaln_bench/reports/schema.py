@@ -193,6 +193,9 @@ class ColdStart(_Model):
     reason: Optional[str] = None
     stderr_tail: Optional[str] = None
     wall_s: Optional[float] = None
+    # How the fresh process was made: a new interpreter, or on a CPU a fork of a server that had imported torch
+    # (and a baseline mode's candidate libraries) and run nothing (harness/fork_server.py). Absent: before it.
+    process: Optional[Literal["interpreter", "fork"]] = None
 
 
 class CandidateResult(_Model):
