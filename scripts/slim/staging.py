@@ -9,7 +9,6 @@ the extension was built for. Standard library only: this runs on the GPU machine
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import lzma
 import os
@@ -18,6 +17,8 @@ import stat
 import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Optional
+
+from slim.record import file_sha256_hex
 
 MANIFEST = "manifest.json"
 TARBALL = "megatron-stage.tar.xz"
@@ -32,12 +33,7 @@ LAYOUT = {
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256_file = file_sha256_hex  # the manifest hashes files as the RECORD checks do
 
 
 def tree_files(root: Path) -> list[str]:
