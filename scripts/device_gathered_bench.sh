@@ -9,7 +9,9 @@
 #     backwards side by side; CHECK_BUDGET seconds, default 90; GATHERED_CHECK_SKIP=timing,variants leaves those
 #     per-size stages out, kernel-bench times the operators anyway); kernel-bench then runs the one-pass norm
 #     backward (ADALN_BENCH_GATHERED_NORM_BACKWARD=2) when the smoke stage found it FP64-close at every small
-#     size, else the two-pass one (=1). Without CHECK, whatever the environment says (the library's default: two).
+#     size, else the two-pass one (=1). Without CHECK, whatever the environment says (the library's default: one).
+#   PROBE=1: scripts/copy_probe.py first (the same bytes copied by memcpy and by a kernel, alone and interleaved,
+#     one buffer pair and rotated: why a copy's rate depends on how it is timed; NOTES.md section 6)
 #   GPU_TESTS=1: pytest tests/gpu/test_gathered_gpu.py afterwards (GPU_TESTS_FILTER=expr: only what -k expr selects;
 #     GPU_TESTS_TIMEOUT seconds, default 200)
 #   KB_TIMEOUT: seconds for the whole kernel-bench (default 500); ADALN_BENCH_COMMIT / ADALN_BENCH_DIRTY: the
@@ -17,6 +19,10 @@
 set -uo pipefail
 source "$(dirname "$0")/device_setup.sh"
 start=$(date +%s)
+if [ -n "${PROBE:-}" ]; then
+  timeout 120 python3 scripts/copy_probe.py --json "$OUT/copy_probe.json" > "$OUT/copy_probe.txt" 2>&1
+  echo "copy probe exit $? after $(( $(date +%s) - start )) s"; grep -v '^\[' "$OUT/copy_probe.txt"
+fi
 if [ -n "${CHECK:-}" ]; then
   timeout $(( ${CHECK_BUDGET:-90} + 30 )) python3 scripts/gathered_check.py --out "$OUT/check" --budget "${CHECK_BUDGET:-90}" \
     > "$OUT/check.log" 2>&1

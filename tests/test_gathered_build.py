@@ -73,13 +73,14 @@ def test_library_builds_and_fails_closed(built, arch):
     h = 5376
     assert lib.workspace_bytes(B.OP_GATE, 131072, h) == 6 * 9 * h * 4
     assert lib.workspace_bytes(B.OP_ROW_GATHER, 131072, h) == 2 * 9 * 6 * h * 4
-    # the norm backward: two passes by default; one pass on request where H <= 6144 (NOTES.md section 6)
+    # the norm backward: one pass by default where H <= 6144, two passes on request (NOTES.md section 6)
+    assert lib.norm_backward_path(h) == 2 and lib.norm_backward_path(6144) == 2 and lib.norm_backward_path(6152) == 1
+    assert lib.set_norm_backward(1) == 2
     assert lib.norm_backward_path(h) == 1
     assert lib.workspace_bytes(B.OP_NORM, 131072, h, 9) == 6 * 9 * 2 * h * 4 == lib.workspace_bytes(B.OP_NORM, 4097, h, 9)
     assert lib.workspace_bytes(B.OP_NORM, 131072, h, 3) == 8 * 3 * 2 * h * 4
     assert lib.workspace_bytes(B.OP_NORM, 100, h, 9) == 9 * 2 * h * 4
     assert lib.set_norm_backward(2) == 1
-    assert lib.norm_backward_path(h) == 2 and lib.norm_backward_path(6144) == 2 and lib.norm_backward_path(6152) == 1
     # one pass: tiles of T = ceil(S / (126 - entries)) rows of one entry, count blocks of >= 1024 tokens (<= 128)
     assert lib.onepass_tiling(32768, h, 9) == (281, 32, 1024)
     assert lib.onepass_tiling(131072, h, 3) == (1066, 128, 1024)
@@ -89,7 +90,6 @@ def test_library_builds_and_fails_closed(built, arch):
     tiles = 126 * 2 * h * 4
     assert lib.workspace_bytes(B.OP_NORM, 32768, h, 9) == 32 * 10 * 4 + 64 + 32768 * 4 + tiles
     assert lib.workspace_bytes(B.OP_NORM, 131072, h, 3) == 128 * 4 * 4 + 64 + 131072 * 4 + tiles
-    assert lib.set_norm_backward(1) == 2
     with pytest.raises(ValueError):
         lib.set_norm_backward(3)
     assert lib._lib.gat_row_threads(5376) == 224 and lib._lib.gat_row_threads(32) == 32

@@ -182,7 +182,7 @@ def test_a_process_times_every_subject_with_a_copy_and_the_document_renders(monk
         for name, fn in fns.items():
             fn()
             calls[name] = calls.get(name, 0) + 1
-            us = {"stock": 100.0, "copy": 20.0}.get(name, 40.0)
+            us = {"stock": 100.0, "copy:memcpy": 30.0, "copy:kernel": 20.0}.get(name, 40.0)
             out[name] = SimpleNamespace(median_us=us, rel_noise=0.0, samples_us=[us] * 10, stop_reason="stable",
                                         throttled=False, sm_clock_mhz_before=None, sm_clock_mhz_after=None)
         return out
@@ -199,9 +199,16 @@ def test_a_process_times_every_subject_with_a_copy_and_the_document_renders(monk
     assert (fb["us"], fb["vs_stock"], fb["of_copy"]) == (40.0, 0.4, 0.5) and fb["host_us"] > 0
     assert result["sizes"]["40"]["bytes"] == {"fwd": get_operator("gate_residual").cost(TINY, 40).fwd_bytes,
                                               "fwd_bwd": get_operator("gate_residual").cost(TINY, 40).step_bytes}
-    assert calls == {"stock": 4, "bundled": 4, "copy": 4} and result["bits"]["subjects"]["bundled"]["invariant"]
+    copy = result["sizes"]["40"]["fwd_bwd"]["copy"]  # the faster way is the rate; both are kept
+    assert copy["way"] == "copy:kernel" and copy["us"] == 20.0 and copy["ways_us"] == {"copy:memcpy": 30.0,
+                                                                                    "copy:kernel": 20.0}
+    assert calls == {"stock": 4, "bundled": 4, "copy:memcpy": 4, "copy:kernel": 4}
+    assert result["bits"]["subjects"]["bundled"]["invariant"]
     grads = ("gate",)
     combined = combine([out, out, out], {"gate_residual": grads})
     assert combined["ops"]["gate_residual"]["verdicts"]["bundled"]["40"]["fwd"]["passed"]
+    fb_copy = combined["ops"]["gate_residual"]["rows"]["40"]["fwd_bwd"]["copy"]
+    assert fb_copy["way"] == ["copy:kernel"] * 3 and fb_copy["ways"]["copy:memcpy"]["us"] == 30.0
     doc = {"device": {"name": "cpu"}, "tool": {"torch": torch.__version__}, "processes": 3, "combined": combined}
-    assert "| 40 | bundled | 40.0 |" in document_markdown("kb", doc, {"gate_residual": grads})
+    text = document_markdown("kb", doc, {"gate_residual": grads})
+    assert "| 40 | bundled | 40.0 |" in text and "kernel " in text and "; memcpy " in text

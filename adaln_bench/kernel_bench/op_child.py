@@ -1,10 +1,10 @@
 """One process of `kernel-bench --op`: each operator's stock path and candidates at each size, forward and
-forward + backward, in device time, beside a device-to-device copy of the same bytes.
+forward + backward, in device time, beside device-to-device copies of the same bytes (the faster is the rate).
 
 Run as ``python -m adaln_bench.kernel_bench.op_child CONFIG.json OUT.json`` by the command, one process per
-repetition. At each size the stock path, the candidates and the copy are each captured in a CUDA graph and
-replayed in turn (`device_time.measure_interleaved`), so every candidate's ratio to the stock path and the copy's
-to the candidate are paired round by round under the same clock. The row inputs and upstream gradients are
+repetition. At each size the stock path, the candidates and the copies are each captured in a CUDA graph and
+replayed in turn (`device_time.measure_interleaved`), so every candidate's ratio to the stock path and the faster
+copy's to the candidate are paired round by round under the same clock. The row inputs and upstream gradients are
 rotated over enough copies (`copies`) that consecutive calls in a graph find none of them in L2 (50 MB on an
 H200): without that, S = 4097's 44 MB rows would partly be read from L2. Forward + backward is the harness's step
 (fresh leaves, forward, backward with ones). The host-inclusive figure (one call between two events, the host
@@ -27,7 +27,7 @@ from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.harness.subject import Subject
 from adaln_bench.harness.timing import time_call
 from adaln_bench.kernel_bench import op_bits
-from adaln_bench.kernel_bench.op_table import COPY, STOCK
+from adaln_bench.kernel_bench.op_table import COPY, COPY_KERNEL, COPY_MEMCPY, STOCK
 from adaln_bench.kernel_bench.process import child_main, log
 from adaln_bench.ops.candidates import BuildContext, Implementation, candidates_of
 from adaln_bench.ops.draws import draw_params, draw_rows
@@ -104,13 +104,24 @@ def closures(subject: Subject, sets: list[tuple[dict, list]]) -> tuple[Callable[
     return cycling([forward_of(inputs) for inputs, _ in sets]), cycling(steps)
 
 
-def copy_closure(nbytes: float, device: torch.device) -> Callable[[], None]:
-    """A device-to-device copy that reads and writes `nbytes` in all (half each way), over rotated buffers."""
-    half = max(16, int(nbytes // 2))
-    k = copies(half)
+def copy_closures(nbytes: float, device: torch.device) -> dict[str, Callable[[], None]]:
+    """Two device-to-device copies that each read and write `nbytes` in all (half each way), over the same rotated
+    buffers: torch's `copy_` (a cudaMemcpyAsync, a memcpy node in the graph) and an elementwise kernel on the SMs
+    (`bitwise_not` over int32 views). On an H200 the memcpy moved 2.7 TB/s at every size in kernel-bench's rounds
+    at f51093c but 4.2-4.3 TB/s in gathered_check's at S >= 32768 (NOTES.md section 6): the faster of the two, in
+    the same rounds, is the copy rate."""
+    half = max(16, -(-int(nbytes // 2) // 16) * 16)  # whole int32 words, 16-byte rows
     pairs = [(torch.empty(half, dtype=torch.uint8, device=device).random_(),
-              torch.empty(half, dtype=torch.uint8, device=device)) for _ in range(k)]
-    return cycling([lambda s=s, d=d: d.copy_(s) for s, d in pairs])
+              torch.empty(half, dtype=torch.uint8, device=device)) for _ in range(copies(half))]
+    words = [(s.view(torch.int32), d.view(torch.int32)) for s, d in pairs]
+    return {COPY_MEMCPY: cycling([lambda s=s, d=d: d.copy_(s) for s, d in pairs]),
+            COPY_KERNEL: cycling([lambda s=s, d=d: torch.bitwise_not(s, out=d) for s, d in words])}
+
+
+def copy_figure(timed: dict, ways: dict) -> tuple[str, dict]:
+    """The faster copy's name and figure, with every way's median beside it."""
+    way = min(ways, key=lambda n: timed[n].median_us)
+    return way, {**summary(timed[way]), "way": way, "ways_us": {n: timed[n].median_us for n in ways}}
 
 
 def measure_size(op: Operator, subjects: dict[str, Subject], params: dict, shape: Shape, tokens: int,
@@ -129,17 +140,22 @@ def measure_size(op: Operator, subjects: dict[str, Subject], params: dict, shape
             log(f"[error] {op.name}/{name}@{tokens}: {errors[f'{op.name}/{name}@{tokens}']}")
     entry: dict = {"bytes": {"fwd": cost.fwd_bytes, "fwd_bwd": cost.step_bytes}, "copies": len(sets)}
     for kind, nbytes, pick in (("fwd", cost.fwd_bytes, 0), ("fwd_bwd", cost.step_bytes, 1)):
-        timed = measure_interleaved({**{n: f[pick] for n, f in fns.items()}, COPY: copy_closure(nbytes, device)},
-                                    device, RULE)
-        figs = {name: summary(t) for name, t in timed.items()}
+        ways = copy_closures(nbytes, device)
+        timed = measure_interleaved({**{n: f[pick] for n, f in fns.items()}, **ways}, device, RULE)
+        way, copy_fig = copy_figure(timed, ways)
+        figs = {name: summary(timed[name]) for name in fns}
+        figs[COPY] = copy_fig
         for name in fns:
             figs[name]["vs_stock"] = median_ratio(timed[name].samples_us, timed[STOCK].samples_us) \
                 if STOCK in timed else None
-            figs[name]["of_copy"] = median_ratio(timed[COPY].samples_us, timed[name].samples_us)
+            figs[name]["of_copy"] = median_ratio(timed[way].samples_us, timed[name].samples_us)
             host, _ = time_call(fns[name][pick], device, HOST_WARMUP, HOST_SAMPLES)
             figs[name]["host_us"] = host.median
             log(f"[time] {op.name} S={tokens} {kind} {name}: {figs[name]['us']:.1f} µs (host {host.median:.1f}), "
-                f"x{figs[name]['vs_stock']} stock, {figs[name]['of_copy']} of copy")
+                f"x{figs[name]['vs_stock']} stock, {figs[name]['of_copy']} of copy ({way})")
+        log(f"[time] {op.name} S={tokens} {kind} copies: " + ", ".join(
+            f"{n} {us:.1f} µs ({nbytes / us / 1e6:.2f} TB/s)" for n, us in copy_fig["ways_us"].items()))
+        del ways
         entry[kind] = figs
     del fns, sets
     torch.cuda.empty_cache()

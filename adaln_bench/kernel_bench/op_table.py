@@ -3,7 +3,8 @@ Markdown (pure: tested on the CPU).
 
 Each figure is the median over processes of one process's figure: its device-time median, its paired ratio to
 the stock path (the median over rounds of candidate / stock), its fraction of the copy rate (the median over
-rounds of copy / candidate, the copy moving the operator's fewest bytes from its Cost), its host-inclusive
+rounds of copy / candidate, the copy moving the operator's fewest bytes from its Cost, the faster of a memcpy and
+a copy kernel in that process), its host-inclusive
 median.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from adaln_bench.kernel_bench import targets as T
 from adaln_bench.reports.stats import median
 
 STOCK, COPY = "stock", "copy"  # the subjects every size has: the operator's stock path, the copy of its bytes
+COPY_MEMCPY, COPY_KERNEL = "copy:memcpy", "copy:kernel"  # the copy's two ways; COPY's figure is the faster's
 KINDS = ("fwd", "fwd_bwd")
 FIELDS = ("us", "vs_stock", "of_copy", "host_us")
 
@@ -35,6 +37,19 @@ def combine_figure(per_process: list[dict], nbytes: float) -> dict:
     return fig
 
 
+def combine_copy(per_process: list[dict], nbytes: float) -> dict:
+    """The copy's figure (each process's faster way), each way's median over processes, and the way each chose."""
+    fig = combine_figure(per_process, nbytes)
+    fig["way"] = [p.get("way") for p in per_process]
+    ways = list(dict.fromkeys(w for p in per_process for w in p.get("ways_us", {})))
+    fig["ways"] = {}
+    for w in ways:
+        us = _median_of([p.get("ways_us", {}).get(w) for p in per_process])
+        fig["ways"][w] = {"us": None if us is None else round(us, 4),
+                          "tbps": round(nbytes / (us * 1e-6) / 1e12, 3) if us else None}
+    return fig
+
+
 def combine_op(name: str, processes: list[dict]) -> dict:
     """The timed processes' figures (medians over them), and the bits and errors of the process that checked."""
     found = [p["ops"][name] for p in processes if name in p.get("ops", {})]
@@ -48,8 +63,8 @@ def combine_op(name: str, processes: list[dict]) -> dict:
         for kind in KINDS:
             nbytes = row["bytes"][kind]
             names = [n for n in dict.fromkeys(n for h in here for n in h.get(kind, {}))]
-            row[kind] = {n: combine_figure([h[kind][n] for h in here if n in h.get(kind, {})], nbytes)
-                         for n in names}
+            row[kind] = {n: (combine_copy if n == COPY else combine_figure)(
+                [h[kind][n] for h in here if n in h.get(kind, {})], nbytes) for n in names}
         rows[str(s)] = row
     return {"subjects": (found[0] if found else {}).get("subjects", {}), "sizes": sizes, "rows": rows,
             "bits": checked.get("bits"), "accuracy": checked.get("accuracy")}
@@ -126,6 +141,14 @@ def _cells(fig: Optional[dict]) -> list[str]:
     return [_num(fig["us"], ".1f"), _num(fig["host_us"], ".1f"), _num(fig["vs_stock"], ".3f"), _num(pct, ".0f", " %")]
 
 
+def _copy_cell(c: Optional[dict]) -> str:
+    """The faster copy's µs and rate, and each way's rate (memcpy / kernel)."""
+    if not c:
+        return "–"
+    ways = "; ".join(f"{w.split(':')[-1]} {_num(f['tbps'], '.2f')}" for w, f in (c.get("ways") or {}).items())
+    return f"{_num(c['us'], '.1f')} ({_num(c['tbps'], '.2f')} TB/s" + (f"; {ways}" if ways else "") + ")"
+
+
 def times_markdown(op: dict) -> str:
     head = ("| S | subject | fwd µs | host µs | × stock | of copy | fwd+bwd µs | host µs | × stock | of copy |\n"
             "|" + " --- |" * 10 + "\n")
@@ -136,7 +159,7 @@ def times_markdown(op: dict) -> str:
         for n in names:
             lines.append("| " + " | ".join([str(s), n, *_cells(row["fwd"].get(n)), *_cells(row["fwd_bwd"].get(n))]) + " |")
         copy = [row[k].get(COPY) for k in KINDS]
-        cells = [f"{_num(c['us'], '.1f')} ({_num(c['tbps'], '.2f')} TB/s)" if c else "–" for c in copy]
+        cells = [_copy_cell(c) for c in copy]
         mb = [row["bytes"][k] / 1e6 for k in KINDS]
         lines.append(f"| {s} | copy of the fewest bytes ({mb[0]:.0f} / {mb[1]:.0f} MB) | {cells[0]} | | | "
                      f"| {cells[1]} | | | |")
@@ -232,8 +255,9 @@ def document_markdown(stem: str, doc: dict, table_grads: dict[str, tuple[str, ..
     combined = doc["combined"]
     md = [f"# kernel-bench {stem}\n\n", f"{doc['device']['name']}, torch {doc['tool']['torch']}, {doc['processes']} "
           "process(es). Device time by CUDA-graph replay (row inputs rotated past L2), paired with the stock path "
-          "in the same rounds; host µs: one call between two events with the host in the loop; of copy: a "
-          "device-to-device copy of the operator's fewest bytes (its Cost) over the subject's time, paired in the "
+          "in the same rounds; host µs: one call between two events with the host in the loop; of copy: the "
+          "faster of two device-to-device copies of the operator's fewest bytes (its Cost): torch's copy_ (a "
+          "memcpy) and an elementwise kernel, each way's TB/s beside it, over the subject's time, paired in the "
           "same rounds; medians over processes.\n\n", summary_markdown(combined, table_grads)]
     for name, op in combined["ops"].items():
         grads = table_grads.get(name, ())

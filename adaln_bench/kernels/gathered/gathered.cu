@@ -901,10 +901,10 @@ int cmax_norm(int ne) { return ne == 3 ? kCmaxNorm3 : kCmaxNorm9; }
 // Column-kernel variant: 2 (default) = cp.async ring (v2), 1 = rows in registers (v1). Same sums, same order, same
 // bits; kept so the bench can time both. Set by gat_set_column_variant (process-wide).
 int g_column_variant = 2;
-// norm_modulate / final_adaln_out backward: 1 (default) = two passes (norm_dx_kernel, then the column kernel);
-// 2 = one pass over x and dy (norm_onepass.cuh) where H fits (H <= 6144), else two passes. Set by
-// gat_set_norm_backward. The one-pass backward stays opt-in until a GPU run has checked and timed it (NOTES §6).
-int g_norm_backward = 1;
+// norm_modulate / final_adaln_out backward: 2 (default) = one pass over x and dy (norm_onepass.cuh) where H fits
+// (H <= 6144), else two passes; 1 = two passes (norm_dx_kernel, then the column kernel). Set by
+// gat_set_norm_backward. The one pass is the default since the H200 checked and timed it (f51093c, NOTES §6).
+int g_norm_backward = 2;
 
 bool norm_onepass(int64_t H) { return g_norm_backward == 2 && onepass_fits(H); }
 
@@ -981,7 +981,7 @@ GAT_API void gat_chunking(int op, int64_t S, int ne, int64_t* chunks, int64_t* l
 GAT_API int gat_row_threads(int64_t H) { return row_shape(H).threads; }
 // 1: column kernels with rows in registers (v1); 2: cp.async ring (v2, default). Returns the previous value;
 // anything else is refused (returns -1, nothing changed). Results are bitwise the same for both.
-// 1: two-pass norm backward (default); 2: one pass (where H > 6144 the two-pass one runs anyway). Returns the
+// 1: two-pass norm backward; 2: one pass (default; where H > 6144 the two-pass one runs anyway). Returns the
 // previous value; anything else is refused (-1). The two give different bits (another order of the same sums).
 GAT_API int gat_set_norm_backward(int v) {
   if (v != 1 && v != 2) return -1;

@@ -82,7 +82,7 @@ def target_for_device(device: torch.device) -> _build.Target:
     return _build.target_for_capability(major, minor)
 
 
-# The norm backward to run (1: two passes over x and dy, the library's default; 2: one pass, NOTES.md section 6),
+# The norm backward to run (1: two passes over x and dy; 2: one pass, the library's default, NOTES.md section 6),
 # read when the library is first loaded in the process (a harness run's children inherit it).
 NORM_BACKWARD_ENV = "ADALN_BENCH_GATHERED_NORM_BACKWARD"
 _CONFIGURED: set = set()
