@@ -12,6 +12,9 @@
 #     size, else the two-pass one (=1). Without CHECK, whatever the environment says (the library's default: one).
 #   PROBE=1: scripts/copy_probe.py first (the same bytes copied by memcpy and by a kernel, alone and interleaved,
 #     one buffer pair and rotated: why a copy's rate depends on how it is timed; NOTES.md section 6)
+#   RING8=1: first a kernel-bench of norm_modulate and final_adaln_out with the one-pass kernel's 8-row ring
+#     (ADALN_BENCH_GATHERED_ONEPASS_RING=8, the f51093c kernel; no bits process) into $OUT/ring8.tgz, to set
+#     beside the main run's default ring (10 rows where they fit): same process count, sizes and rounds
 #   GPU_TESTS=1: pytest tests/gpu/test_gathered_gpu.py afterwards (GPU_TESTS_FILTER=expr: only what -k expr selects;
 #     GPU_TESTS_TIMEOUT seconds, default 200)
 #   KB_TIMEOUT: seconds for the whole kernel-bench (default 500); ADALN_BENCH_COMMIT / ADALN_BENCH_DIRTY: the
@@ -36,6 +39,16 @@ if [ -n "${CHECK:-}" ]; then
     echo "the smoke check refused the one-pass norm backward (or did not run): kernel-bench runs the two-pass one"
   fi
 fi
+if [ -n "${RING8:-}" ]; then
+  r8_start=$(date +%s)
+  mkdir -p "$OUT/ring8"
+  ADALN_BENCH_GATHERED_ONEPASS_RING=8 timeout "${RING8_TIMEOUT:-200}" python3 -m adaln_bench kernel-bench \
+    --op norm_modulate --op final_adaln_out --processes 3 --no-bits --out "$OUT/ring8" "$@" \
+    > "$OUT/ring8/kernel_bench.stdout" 2> "$OUT/ring8/kernel_bench.stderr"
+  echo "ring-8 kernel-bench exit $? after $(( $(date +%s) - r8_start )) s"
+  sed -n '/^| operator | candidate/,/^$/p' "$OUT"/ring8/*.md
+  tar czf "$OUT/ring8.tgz" -C "$OUT" --remove-files ring8
+fi
 kb_start=$(date +%s)
 timeout "${KB_TIMEOUT:-500}" python3 -m adaln_bench kernel-bench --op adaln_row_gather --op norm_modulate \
   --op gate_residual --op final_adaln_out --processes 3 --out "$OUT" "$@" \
@@ -52,6 +65,6 @@ fi
 [ -f "$OUT/check/meta.json" ] && python3 scripts/gathered_check.py --out "$OUT/check" --table-only
 # the short table last: the summary of the kernel-bench document
 sed -n '/^| operator | candidate/,/^$/p' "$OUT"/*.md
-( cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name '*.json' ! -name '*.md' ! -name logs.tgz -printf '%f\n' > /tmp/kb_logs \
+( cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name '*.json' ! -name '*.md' ! -name logs.tgz ! -name ring8.tgz -printf '%f\n' > /tmp/kb_logs \
   && tar czf logs.tgz -T /tmp/kb_logs && xargs rm -rf < /tmp/kb_logs )
 exit $rc

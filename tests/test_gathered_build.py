@@ -92,6 +92,15 @@ def test_library_builds_and_fails_closed(built, arch):
     assert lib.workspace_bytes(B.OP_NORM, 131072, h, 3) == 128 * 4 * 4 + 64 + 131072 * 4 + tiles
     with pytest.raises(ValueError):
         lib.set_norm_backward(3)
+    # the one-pass ring: 10 rows where 2 x 10 rows of the CTA's columns and the reduction fit the device's opt-in
+    # shared memory per block (232,448 B on an H200 and a B200), else 8; forced to 8 on request
+    optin = 232448
+    assert lib.onepass_ring(h, optin) == 10 and lib.onepass_ring(6144, optin) == 8  # 672 or 768 threads
+    assert lib.onepass_ring(h, 10 * 2 * 672 * 16 + 1024) == 10 and lib.onepass_ring(h, 10 * 2 * 672 * 16 + 1023) == 8
+    assert lib.set_onepass_ring(8) == 0 and lib.onepass_ring(h, optin) == 8
+    assert lib.set_onepass_ring(0) == 8 and lib.onepass_ring(h, optin) == 10
+    with pytest.raises(ValueError):
+        lib.set_onepass_ring(10)
     assert lib._lib.gat_row_threads(5376) == 224 and lib._lib.gat_row_threads(32) == 32
     # bad sizes / pointers / alignment are refused before any CUDA call (this machine has no GPU)
     with pytest.raises(RuntimeError, match=r"\(bad_argument, status 1\): S must be >= 1"):

@@ -1,7 +1,8 @@
 """GPU tests of the gathered-operator kernels' norm backward (adaln_bench/kernels/gathered, NOTES.md section 6):
 one pass and two passes both FP64-close, the one-pass backward's rows independent of the batch and its table
 gradients repeatable, with every token on one table entry (the skew real packed sequences have), with
-out-of-range indices, and above the one-pass width; then `kernel-bench --op` end to end at small sizes.
+out-of-range indices, and above the one-pass width, the ring depth changing no bit; then `kernel-bench --op` end to
+end at small sizes.
 
 Small shapes, so it runs in seconds. Skipped without CUDA (or without a library and a way to build one).
 """
@@ -79,6 +80,21 @@ def test_one_pass_rows_do_not_see_the_batch_and_table_gradients_repeat(lib):
         assert torch.equal(y2, y[rows]) and torch.equal(dx2, dx[rows])
     _y, again = _run(x, w, sh, sc, idx, dy)
     assert all(torch.equal(a, b) for a, b in zip(again[1:], (dw, dsh, dsc)))
+
+
+def test_the_ring_depth_leaves_every_bit_alone(lib):
+    """The one-pass kernel stages 10 rows where they fit, 8 on request: the same sums in the same order."""
+    inputs = _inputs(5000, 5376)
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    deep = lib.onepass_ring(5376, optin)
+    y, grads = _run(*inputs)
+    old = lib.set_onepass_ring(8)
+    try:
+        assert lib.onepass_ring(5376, optin) == 8
+        y8, grads8 = _run(*inputs)
+    finally:
+        lib.set_onepass_ring(old)
+    assert deep in (8, 10) and torch.equal(y, y8) and all(torch.equal(a, b) for a, b in zip(grads, grads8))
 
 
 def test_out_of_range_indices_give_nan_rows_and_stay_out_of_the_sums(lib):

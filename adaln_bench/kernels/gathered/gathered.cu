@@ -21,7 +21,7 @@
 #include <cstdio>
 
 #define GAT_API extern "C" __attribute__((visibility("default")))
-#define GAT_ABI_VERSION 2
+#define GAT_ABI_VERSION 3
 
 enum GatStatus {
   GAT_OK = 0,
@@ -905,6 +905,9 @@ int g_column_variant = 2;
 // (H <= 6144), else two passes; 1 = two passes (norm_dx_kernel, then the column kernel). Set by
 // gat_set_norm_backward. The one pass is the default since the H200 checked and timed it (f51093c, NOTES §6).
 int g_norm_backward = 2;
+// The one-pass kernel's ring: 0 (default) = the deeper one where it fits (onepass_ring_for), 8 = always 8 rows (the
+// f51093c kernel, kept so the bench can time both). Same bits either way. Set by gat_set_onepass_ring.
+int g_onepass_ring = 0;
 
 bool norm_onepass(int64_t H) { return g_norm_backward == 2 && onepass_fits(H); }
 
@@ -935,16 +938,26 @@ int norm_bwd_onepass(const bf16* dy, const bf16* x, const bf16* w, const bf16* s
                                                                      perm, dx, (int)H);
   GAT_TRY(launched(err, len, "onepass_scatter_kernel"));
   const int threads = onepass_threads(H);
-  const size_t smem = onepass_smem(threads);
-  // Host-side only (no stream work), so legal during graph capture; needed above 48 KB of dynamic shared memory.
-  cudaError_t ce = cudaFuncSetAttribute(norm_bwd_onepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)smem);
+  int dev = 0, optin = 0;
+  cudaGetDevice(&dev);
+  cudaError_t ce = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (ce != cudaSuccess) {
-    set_err(err, len, "cudaFuncSetAttribute(norm_bwd_onepass_kernel, %zu B shared): %s", smem, cudaGetErrorString(ce));
+    set_err(err, len, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin): %s", cudaGetErrorString(ce));
+    return GAT_DEVICE;
+  }
+  const int ring = g_onepass_ring == kOnePassRing ? kOnePassRing : onepass_ring_for(H, (size_t)optin);
+  const size_t smem = onepass_smem(threads, ring);
+  auto kernel = ring == kOnePassRingDeep ? norm_bwd_onepass_kernel<kOnePassRingDeep>
+                                         : norm_bwd_onepass_kernel<kOnePassRing>;
+  // Host-side only (no stream work), so legal during graph capture; needed above 48 KB of dynamic shared memory.
+  ce = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (ce != cudaSuccess) {
+    set_err(err, len, "cudaFuncSetAttribute(norm_bwd_onepass_kernel<%d>, %zu B shared): %s", ring, smem,
+            cudaGetErrorString(ce));
     return GAT_LAUNCH;
   }
-  norm_bwd_onepass_kernel<<<kOnePassCtas, threads, smem, st>>>(dy, x, w, sc, tstride, ne, rstd, perm, totals, dx,
-                                                                (int)H, L.tile_rows, tiles);
+  kernel<<<kOnePassCtas, threads, smem, st>>>(dy, x, w, sc, tstride, ne, rstd, perm, totals, dx, (int)H,
+                                               L.tile_rows, tiles);
   GAT_TRY(launched(err, len, "norm_bwd_onepass_kernel"));
   if (tiles) {
     onepass_fold_kernel<<<(unsigned)((H + 255) / 256), 256, 0, st>>>(tiles, totals, L.tile_rows, ne, (int)H, w, sc,
@@ -997,6 +1010,18 @@ GAT_API void gat_onepass_tiling(int64_t S, int64_t H, int ne, int64_t* tile_rows
   *tile_rows = L.tile_rows;
   *count_blocks = L.nb;
   *block_tokens = L.cb;
+}
+// 0: the deeper one-pass ring where it fits (default); 8: always 8 rows. Returns the previous value; anything else
+// is refused (-1). Same bits either way.
+GAT_API int gat_set_onepass_ring(int v) {
+  if (v != 0 && v != kOnePassRing) return -1;
+  const int old = g_onepass_ring;
+  g_onepass_ring = v;
+  return old;
+}
+// The ring (rows) a one-pass call at H uses on a device with smem_optin bytes of opt-in shared memory per block.
+GAT_API int gat_onepass_ring(int64_t H, int64_t smem_optin) {
+  return g_onepass_ring == kOnePassRing ? kOnePassRing : onepass_ring_for(H, (size_t)smem_optin);
 }
 GAT_API int gat_set_column_variant(int v) {
   if (v != 1 && v != 2) return -1;

@@ -18,8 +18,11 @@
 // depends on the row alone. No atomics. Workspace: counts + perm (4 B a token) + 126 x 2 x H x 4 B of tiles.
 
 constexpr int kOnePassCtas = 126;       // tiles at most; grid of the one-pass kernel
-constexpr int kOnePassRing = 8;         // rows of x and dy staged per CTA
-constexpr int kOnePassBatch = 4;        // rows per block reduction (kOnePassRing - kOnePassBatch rows in flight)
+// Rows of x and dy staged per CTA: the deeper ring where it fits the device's shared memory per block (10 rows are
+// 215 KB at H = 5376; at H = 6144 only 8 fit), else 8. The ring only stages rows: the bits are the same for both.
+constexpr int kOnePassRingDeep = 10;
+constexpr int kOnePassRing = 8;
+constexpr int kOnePassBatch = 4;        // rows per block reduction (ring - kOnePassBatch rows in flight at least)
 constexpr int kOnePassMaxThreads = 768;  // one 8-column vector a thread: H <= 6144 (else the two-pass backward)
 constexpr int kCountBlocks = 128;       // blocks of the count and scatter kernels (at most)
 constexpr int kCountMinTokens = 1024;   // tokens per count block (at least)
@@ -56,7 +59,13 @@ OnePassLayout onepass_layout(int64_t S, int64_t H, int ne) {
 
 bool onepass_fits(int64_t H) { return (H / 8 + 31) / 32 * 32 <= kOnePassMaxThreads; }
 int onepass_threads(int64_t H) { return (int)((H / 8 + 31) / 32 * 32); }
-size_t onepass_smem(int threads) { return (size_t)kOnePassRing * 2 * threads * sizeof(uint4); }
+size_t onepass_smem(int threads, int ring) { return (size_t)ring * 2 * threads * sizeof(uint4); }
+constexpr size_t kOnePassStaticSmem = 2 * kOnePassBatch * 32 * sizeof(float);  // the kernel's red[][][]
+// The ring a call at H uses given the device's opt-in shared memory per block (bytes).
+int onepass_ring_for(int64_t H, size_t smem_optin) {
+  return onepass_smem(onepass_threads(H), kOnePassRingDeep) + kOnePassStaticSmem <= smem_optin ? kOnePassRingDeep
+                                                                                              : kOnePassRing;
+}
 
 __device__ __forceinline__ int warp_sum_int(int v) {
 #pragma unroll
@@ -191,16 +200,17 @@ __device__ __forceinline__ bool onepass_tile(const int* __restrict__ totals, int
   return false;
 }
 
-// One CTA = one tile of one entry's rows; thread t owns columns 8t..8t+7. The ring holds kOnePassRing rows of x
+// One CTA = one tile of one entry's rows; thread t owns columns 8t..8t+7. The ring holds R rows of x
 // and dy (each thread copies and reads back only its own 16-byte pieces, so cp.async.wait_group is the only
 // synchronisation it needs). g = dy * w * (1 + sc[e]), n = x * rstd, dot = sum(g * n), dx = rstd * (g - n * dot / H)
 // (norm_dx_kernel's formula); P += dy * n, Q += dy for the tile partial.
+template <int R>
 __global__ void __launch_bounds__(kOnePassMaxThreads, 1)
     norm_bwd_onepass_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ x, const bf16* __restrict__ w,
                             const bf16* __restrict__ sc, int64_t tstride, int ne, const float* __restrict__ rstd,
                             const int* __restrict__ perm, const int* __restrict__ totals, bf16* dx, int H, int64_t T,
                             float* tiles) {
-  constexpr int R = kOnePassRing, B = kOnePassBatch;
+  constexpr int B = kOnePassBatch;
   extern __shared__ __align__(16) uint4 ring[];  // [R][2][blockDim.x]
   __shared__ float red[2][B][32];
   int e = 0, start = 0, n = 0;

@@ -85,6 +85,9 @@ def target_for_device(device: torch.device) -> _build.Target:
 # The norm backward to run (1: two passes over x and dy; 2: one pass, the library's default, NOTES.md section 6),
 # read when the library is first loaded in the process (a harness run's children inherit it).
 NORM_BACKWARD_ENV = "ADALN_BENCH_GATHERED_NORM_BACKWARD"
+# The one-pass kernel's ring (0: the deeper one where it fits, the default; 8: always 8 rows, the f51093c kernel),
+# read at the same time; the bits are the same either way.
+ONEPASS_RING_ENV = "ADALN_BENCH_GATHERED_ONEPASS_RING"
 _CONFIGURED: set = set()
 
 
@@ -97,6 +100,11 @@ def library(device: torch.device) -> _build.Library:
             if choice not in ("1", "2"):
                 raise ValueError(f"{NORM_BACKWARD_ENV} must be 1 (two passes) or 2 (one pass), got {choice!r}")
             lib.set_norm_backward(int(choice))
+        ring = os.environ.get(ONEPASS_RING_ENV, "").strip()
+        if ring:
+            if ring not in ("0", "8"):
+                raise ValueError(f"{ONEPASS_RING_ENV} must be 0 (the deeper ring where it fits) or 8, got {ring!r}")
+            lib.set_onepass_ring(int(ring))
     return lib
 
 
@@ -104,7 +112,10 @@ def library_details(device: torch.device) -> dict:
     """What a report records beside the candidate: the library file and the norm backward it runs at H = 5376."""
     lib = library(device)
     path = lib.norm_backward_path(5376)
-    return {"library": str(lib.path), "norm_backward": "one pass" if path == 2 else "two passes"}
+    if path != 2:
+        return {"library": str(lib.path), "norm_backward": "two passes"}
+    optin = torch.cuda.get_device_properties(device).shared_memory_per_block_optin
+    return {"library": str(lib.path), "norm_backward": f"one pass, {lib.onepass_ring(5376, optin)}-row ring"}
 
 
 def availability() -> Optional[str]:
