@@ -117,6 +117,44 @@ def test_wider_rows_than_one_pass_takes_run_two_passes(lib):
         assert _rel(g, r) < 1e-2
 
 
+def test_final_adaln_out_writes_its_table_gradient_whole_with_the_slice_paths_values(lib):
+    """final_adaln_out's norm part takes the (3, 2H) table whole and writes its gradient whole: the same values as
+    the two slice views through norm_modulate's Function (their SliceBackward adds turn a -0 into +0, hence the
+    == compare), and d_temb, dW, db FP64-close."""
+    import torch.nn.functional as F
+
+    from adaln_bench.kernels.gathered import final_adaln_out
+    from adaln_bench.kernels.gathered.ops import _NormModulate
+
+    s, h, d = 3000, 5376, 64
+    g = torch.Generator("cuda").manual_seed(3)
+    x = torch.randn(s, h, generator=g, device="cuda").bfloat16()
+    nw = (0.5 + torch.rand(h, generator=g, device="cuda")).bfloat16()
+    temb = torch.randn(3, d, generator=g, device="cuda")
+    w = (torch.randn(2 * h, d, generator=g, device="cuda") * 0.05).bfloat16()
+    b = (torch.randn(2 * h, generator=g, device="cuda") * 0.05).bfloat16()
+    ti = torch.randint(0, 3, (s,), generator=g, device="cuda")
+    dy = torch.randn(s, h, generator=g, device="cuda").bfloat16()
+
+    leaves = [t.detach().requires_grad_() for t in (x, nw, temb, w, b)]
+    y = final_adaln_out(*leaves[:2], leaves[2], leaves[3], leaves[4], ti)
+    grads = torch.autograd.grad(y, leaves, dy)
+
+    old = [t.detach().requires_grad_() for t in (x, nw, temb, w, b)]
+    table = F.linear(F.silu(old[2]).to(torch.bfloat16), old[3], old[4])
+    y_old = _NormModulate.apply(old[0], old[1], table[:, :h], table[:, h:], ti, 3)
+    grads_old = torch.autograd.grad(y_old, old, dy)
+    assert torch.equal(y, y_old)
+    assert all(bool((a == c).all()) for a, c in zip(grads, grads_old))
+
+    ref = [t.detach().double().requires_grad_() for t in (x, nw, temb, w, b)]
+    tab = F.linear(F.silu(ref[2]), ref[3], ref[4])
+    xd = ref[0]
+    y_ref = xd * torch.rsqrt((xd * xd).mean(1, keepdim=True) + 1e-5) * ref[1] * (1 + tab[ti, h:]) + tab[ti, :h]
+    for a, r in zip(grads, torch.autograd.grad(y_ref, ref, dy.double())):
+        assert _rel(a, r) < 2e-2
+
+
 def test_kernel_bench_with_an_operator_end_to_end(tmp_path, lib):
     import json
 

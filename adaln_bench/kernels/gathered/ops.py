@@ -186,20 +186,46 @@ def row_gather(table: torch.Tensor, ti: torch.Tensor, tags: torch.Tensor) -> tup
 
 
 # ---------------------------------------------------------------------------------------------- norm_modulate
+def _norm_forward(x, w, sh, sc, idx, ne):
+    """y = rms_norm(x) * w * (1 + sc[idx]) + sh[idx] and each row's rstd; sh, sc (ne, H) rows of stride sc.stride(0)."""
+    s, h = x.shape
+    dev = x.device
+    lib = library(dev)
+    y = torch.empty((s, h), dtype=_BF16, device=dev)
+    rstd = torch.empty((s,), dtype=torch.float32, device=dev)
+    with torch.cuda.device(dev):
+        lib.call("gat_norm_fwd", x.data_ptr(), w.data_ptr(), sh.data_ptr(), sc.data_ptr(), sc.stride(0),
+                 idx.data_ptr(), ne, y.data_ptr(), rstd.data_ptr(), s, h, EPS, dev.index, _stream(dev))
+    return y, rstd
+
+
+def _norm_backward(dy, x, w, sc, idx, rstd, ne, nx, nw, dsh, dsc):
+    """dx (if nx), dw (if nw), and the table gradients into dsh, dsc (either may be None; rows of stride
+    dsh.stride(0), the same for both)."""
+    s, h = x.shape
+    dev = x.device
+    lib = library(dev)
+    dy = _aligned(dy.to(_BF16))
+    if tuple(dy.shape) != (s, h):
+        raise RuntimeError(f"gathered norm_modulate backward: upstream gradient shape {tuple(dy.shape)} != {(s, h)}")
+    dx = torch.empty((s, h), dtype=_BF16, device=dev) if nx else None
+    dw = torch.empty((h,), dtype=_BF16, device=dev) if nw else None
+    ostride = (dsh if dsh is not None else dsc).stride(0) if (dsh is not None or dsc is not None) else h
+    wsb = lib.workspace_bytes(_build.OP_NORM, s, h, ne)  # the one-pass backward needs it for dx alone too
+    ws = torch.empty(max(wsb, 16), dtype=torch.uint8, device=dev)
+    with torch.cuda.device(dev):
+        lib.call("gat_norm_bwd", dy.data_ptr(), x.data_ptr(), w.data_ptr(), sc.data_ptr(), sc.stride(0),
+                 idx.data_ptr(), ne, rstd.data_ptr(), _ptr(dx), _ptr(dw), _ptr(dsh), _ptr(dsc), ostride,
+                 ws.data_ptr(), wsb, s, h, dev.index, _stream(dev))
+    return dx, dw
+
+
 class _NormModulate(torch.autograd.Function):
-    """y = rms_norm(x) * w * (1 + sc[idx]) + sh[idx]; sh, sc are (ne, H) with row stride tstride."""
+    """y = rms_norm(x) * w * (1 + sc[idx]) + sh[idx]; sh, sc are (ne, H)."""
 
     @staticmethod
     def forward(ctx, x, w, sh, sc, idx, ne):
-        s, h = x.shape
-        dev = x.device
-        lib = library(dev)
-        tstride = sc.stride(0)
-        y = torch.empty((s, h), dtype=_BF16, device=dev)
-        rstd = torch.empty((s,), dtype=torch.float32, device=dev)
-        with torch.cuda.device(dev):
-            lib.call("gat_norm_fwd", x.data_ptr(), w.data_ptr(), sh.data_ptr(), sc.data_ptr(), tstride,
-                     idx.data_ptr(), ne, y.data_ptr(), rstd.data_ptr(), s, h, EPS, dev.index, _stream(dev))
+        y, rstd = _norm_forward(x, w, sh, sc, idx, ne)
         ctx.save_for_backward(x, w, sc, idx, rstd)
         ctx.ne = ne
         return y
@@ -210,23 +236,35 @@ class _NormModulate(torch.autograd.Function):
         nx, nw, nsh, nsc = ctx.needs_input_grad[:4]
         if not (nx or nw or nsh or nsc):
             return None, None, None, None, None, None
-        s, h = x.shape
-        dev, ne = x.device, ctx.ne
-        lib = library(dev)
-        dy = _aligned(dy.to(_BF16))
-        if tuple(dy.shape) != (s, h):
-            raise RuntimeError(f"gathered norm_modulate backward: upstream gradient shape {tuple(dy.shape)} != {(s, h)}")
-        dx = torch.empty((s, h), dtype=_BF16, device=dev) if nx else None
-        dw = torch.empty((h,), dtype=_BF16, device=dev) if nw else None
-        dsh = torch.empty((ne, h), dtype=_BF16, device=dev) if nsh else None
-        dsc = torch.empty((ne, h), dtype=_BF16, device=dev) if nsc else None
-        wsb = lib.workspace_bytes(_build.OP_NORM, s, h, ne)  # the one-pass backward needs it for dx alone too
-        ws = torch.empty(max(wsb, 16), dtype=torch.uint8, device=dev)
-        with torch.cuda.device(dev):
-            lib.call("gat_norm_bwd", dy.data_ptr(), x.data_ptr(), w.data_ptr(), sc.data_ptr(), sc.stride(0),
-                     idx.data_ptr(), ne, rstd.data_ptr(), _ptr(dx), _ptr(dw), _ptr(dsh), _ptr(dsc), h,
-                     ws.data_ptr(), wsb, s, h, dev.index, _stream(dev))
+        h, ne = x.shape[1], ctx.ne
+        dsh = torch.empty((ne, h), dtype=_BF16, device=x.device) if nsh else None
+        dsc = torch.empty((ne, h), dtype=_BF16, device=x.device) if nsc else None
+        dx, dw = _norm_backward(dy, x, w, sc, idx, rstd, ne, nx, nw, dsh, dsc)
         return dx, dw, dsh, dsc, None, None
+
+
+class _NormModulateTable(torch.autograd.Function):
+    """final_adaln_out's norm part: the shift and scale are the halves of one (ne, 2H) table, read in place, and
+    its gradient is written whole (no slice views, so no SliceBackward nodes with their zeros and adds)."""
+
+    @staticmethod
+    def forward(ctx, x, w, table, idx):
+        h = x.shape[1]
+        y, rstd = _norm_forward(x, w, table[:, :h], table[:, h:], idx, table.shape[0])
+        ctx.save_for_backward(x, w, table, idx, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w, table, idx, rstd = ctx.saved_tensors
+        nx, nw, nt = ctx.needs_input_grad[:3]
+        if not (nx or nw or nt):
+            return None, None, None, None
+        h = x.shape[1]
+        dt = torch.empty(table.shape, dtype=_BF16, device=x.device) if nt else None
+        dx, dw = _norm_backward(dy, x, w, table[:, h:], idx, rstd, table.shape[0], nx, nw,
+                                None if dt is None else dt[:, :h], None if dt is None else dt[:, h:])
+        return dx, dw, dt, None
 
 
 def _stock_norm_modulate(x, w, sh, sc, idx):
@@ -307,7 +345,7 @@ def final_adaln_out(x: torch.Tensor, nw: torch.Tensor, temb: torch.Tensor, w: to
     """bf16 (S, H): rms_norm(x, nw) * (1 + scale[ti]) + shift[ti], (shift | scale) = linear(silu(temb).bf16, w, b).
 
     The (3, 2H) table is torch's (cuBLAS; its shape never depends on S); the norm part and the table's gradient are
-    the kernels' (norm_modulate with 3 entries reading the table's halves in place)."""
+    the kernels' (norm_modulate with 3 entries reading the table's halves in place and writing its gradient whole)."""
     _check("x", x, _BF16, (None, None))
     s, h = x.shape
     _check_h(h, f"x's shape {tuple(x.shape)}")
@@ -321,7 +359,7 @@ def final_adaln_out(x: torch.Tensor, nw: torch.Tensor, temb: torch.Tensor, w: to
     _check("ti", ti, torch.int64, (s,))
     _check_placement({"x": x, "nw": nw, "temb": temb, "w": w, "b": b, "ti": ti})
     table = F.linear(F.silu(temb).to(_BF16), w, b)
-    shift, scale = table[:, :h], table[:, h:]
     if s == 0:
+        shift, scale = table[:, :h], table[:, h:]
         return F.rms_norm(x, (h,), nw, EPS) * (1 + scale.index_select(0, ti)) + shift.index_select(0, ti)
-    return _NormModulate.apply(x, nw, shift, scale, ti, 3)
+    return _NormModulateTable.apply(x, nw, table, ti)
