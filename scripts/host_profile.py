@@ -54,6 +54,29 @@ def profile_table(fn, top: int) -> str:
     return prof.key_averages().table(sort_by="cpu_time_total", row_limit=top)
 
 
+def per_call_us(fn, n: int = 2000) -> float:
+    for _ in range(100):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def glue_us(device) -> dict:
+    """The gathered ops' per-call host steps, each the way it is done now and the way it was (f6229f3)."""
+    from adaln_bench.kernels.gathered import build as B
+    from adaln_bench.kernels.gathered import ops
+
+    ops.library(device)
+    return {"stream, raw handle": per_call_us(lambda: ops._stream(device)),
+            "stream, torch.cuda.current_stream": per_call_us(lambda: torch.cuda.current_stream(device).cuda_stream),
+            "library, cached by index": per_call_us(lambda: ops.library(device)),
+            "library, load(target_for_device)": per_call_us(lambda: B.load(ops.target_for_device(device))),
+            "error buffer, per thread": per_call_us(B._error_buffer),
+            "error buffer, new": per_call_us(lambda: B.ctypes.create_string_buffer(1024))}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--op", action="append")
@@ -84,11 +107,15 @@ def main(argv: list[str]) -> int:
                 tables.append(f"## {name} {n} S={tokens}\n{profile_table(step, args.top)}")
             del steps, sets
             torch.cuda.empty_cache()
+    glue = glue_us(device)
     for t in tables:
         print(t)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "profiles": tables}, f, indent=1)
+            json.dump({"rows": rows, "glue_us": glue, "profiles": tables}, f, indent=1)
+    print("glue step | us a call")
+    for k, v in glue.items():
+        print(f"{k} | {v:.2f}")
     print("op | S | subject | host-inclusive us | host us (burst) | device us (graph)")
     for r in rows:
         print(f"{r['op']} | {r['S']} | {r['subject']} | {r['host_inclusive_us']:.1f} | {r['host_us']:.1f} | "

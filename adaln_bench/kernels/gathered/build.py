@@ -20,6 +20,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,11 +220,22 @@ class Library:
         return self._lib.gat_status_name(rc).decode()
 
     def call(self, name: str, *args) -> None:
-        buf = ctypes.create_string_buffer(1024)
+        buf = _error_buffer()
+        buf[0] = b"\0"  # no stale message from an earlier failure
         rc = getattr(self._lib, name)(*args, buf, 1024)
         if rc != 0:
             msg = buf.value.decode(errors="replace") or "no message"
             raise RuntimeError(f"gathered kernel {name} failed ({self.status_name(rc)}, status {rc}): {msg}")
+
+
+_ERRORS = threading.local()  # one message buffer a thread (autograd's device thread calls the backward entries)
+
+
+def _error_buffer():
+    buf = getattr(_ERRORS, "buf", None)
+    if buf is None:
+        buf = _ERRORS.buf = ctypes.create_string_buffer(1024)
+    return buf
 
 
 _LOADED: dict[Target, Library] = {}

@@ -69,7 +69,14 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     return t if t.data_ptr() % _ALIGN == 0 else t.clone()
 
 
+# The current stream's handle without building a torch.cuda.Stream object (a few µs a call on the host path; the
+# binding exists in CUDA builds of torch only).
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream(dev: torch.device) -> int:
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(dev.index)
     return torch.cuda.current_stream(dev).cuda_stream
 
 
@@ -89,10 +96,19 @@ NORM_BACKWARD_ENV = "ADALN_BENCH_GATHERED_NORM_BACKWARD"
 # read at the same time; the bits are the same either way.
 ONEPASS_RING_ENV = "ADALN_BENCH_GATHERED_ONEPASS_RING"
 _CONFIGURED: set = set()
+_BY_INDEX: dict = {}  # device index -> its configured library: every kernel call looks it up
 
 
 def library(device: torch.device) -> _build.Library:
-    lib = _build.load(target_for_device(device))
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    lib = _BY_INDEX.get(index)
+    if lib is None:
+        lib = _BY_INDEX[index] = _configured(_build.load(target_for_device(torch.device("cuda", index))))
+    return lib
+
+
+def _configured(lib: _build.Library) -> _build.Library:
+    """The library with the environment's choices applied, once a process (a harness run's children inherit them)."""
     if lib.target not in _CONFIGURED:
         _CONFIGURED.add(lib.target)
         choice = os.environ.get(NORM_BACKWARD_ENV, "").strip()
