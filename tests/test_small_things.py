@@ -67,3 +67,13 @@ def test_local_cpu_reports_are_ignored_by_git():
     assert proc.returncode == 0
     proc = subprocess.run(["git", "check-ignore", "-q", "results/h200/adaln_projection/archive/adaln_projection.h200.0123abc.json"], cwd=ROOT)
     assert proc.returncode == 1  # committed reports stay tracked
+
+
+def test_every_environment_variable_the_package_reads_is_in_the_readme():
+    """A variable added to the code without a line in the README's table fails here."""
+    import re
+
+    used = {m for f in (ROOT / "adaln_bench").rglob("*.py")
+            for m in re.findall(r"ADALN_BENCH_[A-Z0-9_]+", f.read_text(encoding="utf-8"))}
+    table = (ROOT / "README.md").read_text(encoding="utf-8").split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    assert used and not sorted(v for v in used if f"`{v}`" not in table)
