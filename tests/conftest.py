@@ -40,6 +40,18 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path
                           timeout=timeout, env=full_env, cwd=cwd or ROOT)
 
 
+def run_cli_forked(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path | None = None):
+    """run_cli, in a process forked from one that has imported torch (tests/forked.py) instead of a new
+    interpreter: the same exit code, stdout and stderr, less the 2-3 s of CPU each new interpreter spends
+    importing torch. For a test whose subject is what the command says and does (its refusal of bad input, a
+    rendering), not how an interpreter starts it; those keep run_cli."""
+    import forked
+
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
+    return forked.run("module", "adaln_bench", list(args), env=full_env, cwd=cwd or ROOT, timeout=timeout)
+
+
 def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
     """The CLI in this process (fast, for many cases): its exit code, stdout and stderr."""
     from adaln_bench.cli import main

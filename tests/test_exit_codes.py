@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, run_main
+from conftest import run_cli, run_cli_forked, run_main
 
 TESTS = Path(__file__).resolve().parent
 # The cold-start check has its own tests (test_cold_start.py); skipping it here saves a process per pair.
@@ -81,7 +81,7 @@ def test_bad_environment_entries_are_refused_before_anything_runs(tmp_path, env_
     recipe = tmp_path / "r.toml"
     recipe.write_text(f"[recipes.bad]\n{env_line}\n")
     out = tmp_path / "r.json"
-    proc = run_cli("run", *TINY, "--modes-file", str(recipe), "--mode", "bad", "--out", str(out))
+    proc = run_cli_forked("run", *TINY, "--modes-file", str(recipe), "--mode", "bad", "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not out.exists()
