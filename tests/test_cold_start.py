@@ -127,11 +127,11 @@ print(json.dumps({"forked": server.forked, "fallback": calls, "process": [first.
 
 @pytest.mark.slow
 def test_a_run_keeps_the_results_and_report_and_diff_show_the_cold_start_failure(tmp_path):
-    from conftest import run_cli, run_cli_forked
+    from conftest import run_cli_forked
 
     out = tmp_path / "run.json"
     tests = str(ROOT / "tests")
-    proc = run_cli("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--mode", "plain",
+    proc = run_cli_forked("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--mode", "plain",
                    "--candidate", "fixture_candidates:crash_in_fresh_thread", "--candidate", "diffusers",
                    "--out", str(out), env={"PYTHONPATH": tests})
     assert out.exists(), proc.stderr
