@@ -58,7 +58,8 @@ def pytest_xdist_make_scheduler(config, log):
 
     class HeavyFirst(LoadFileScheduling):
         def _assign_work_unit(self, node):
-            for name in HEAVY_FIRST:
+            # xdist's queue of files (an OrderedDict in pytest-xdist 3.x); anything else keeps xdist's order.
+            for name in HEAVY_FIRST if hasattr(self.workqueue, "move_to_end") else ():
                 if name in self.workqueue:
                     self.workqueue.move_to_end(name, last=False)
                     break
