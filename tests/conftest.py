@@ -27,6 +27,47 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# Under `-n 2 --dist loadfile` xdist deals out whole files, those with the most tests first. Here the costly files
+# have few tests (a compile, or a few runs of child processes each), so they came last: the bundled kernel's
+# compile (about 12 CPU-minutes, test_bundled_build.py) started minutes into the run and ended it on one worker
+# alone. These files go first, heaviest first (CPU time on two cores), then the rest in xdist's order. A file
+# missing from the list, or one that is gone, only changes the order.
+HEAVY_FIRST = (
+    "tests/test_bundled_build.py",
+    "tests/test_runner.py",
+    "tests/test_envs.py",
+    "tests/test_cold_start.py",
+    "tests/test_modes_frameworks.py",
+    "tests/test_exit_codes.py",
+    "tests/test_first_run.py",
+    "tests/test_first_hour.py",
+    "tests/test_faults.py",
+    "tests/test_gathered_build.py",
+    "tests/test_kernel_bench.py",
+    "tests/test_progress.py",
+    "tests/test_cli.py",
+    "tests/test_repeat.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            # xdist's queue of files (an OrderedDict in pytest-xdist 3.x); anything else keeps xdist's order.
+            for name in HEAVY_FIRST if hasattr(self.workqueue, "move_to_end") else ():
+                if name in self.workqueue:
+                    self.workqueue.move_to_end(name, last=False)
+                    break
+            super()._assign_work_unit(node)
+
+    return HeavyFirst(config, log)
+
+
 @pytest.fixture
 def reference_path() -> Path:
     return REFERENCE
@@ -38,6 +79,18 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "adaln_bench", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=cwd or ROOT)
+
+
+def run_cli_forked(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path | None = None):
+    """run_cli, in a process forked from one that has imported torch (tests/forked.py) instead of a new
+    interpreter: the same exit code, stdout and stderr, less the 2-3 s of CPU each new interpreter spends
+    importing torch. For a test whose subject is what the command says and does (its refusal of bad input, a
+    rendering), not how an interpreter starts it; those keep run_cli."""
+    import forked
+
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
+    return forked.run("module", "adaln_bench", list(args), env=full_env, cwd=cwd or ROOT, timeout=timeout)
 
 
 def run_main(argv: list[str], capsys) -> tuple[int, str, str]:

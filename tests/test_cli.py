@@ -1,9 +1,11 @@
-"""The command line end to end, in a subprocess, as a user runs it."""
+"""The command line end to end, in a subprocess, as a user runs it. The cases about what a command says (bad
+input, renderings) run in a process forked from one that has imported torch (conftest.run_cli_forked); a run
+and `--help` start a new interpreter each, as a user's do."""
 import json
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_forked
 
 TINY = ("--device", "cpu", "--preset", "tiny", "--quick", "--quiet")
 
@@ -49,7 +51,7 @@ def test_run_plain_writes_the_reference_structure(tmp_path, reference_path):
 
 
 def test_report_renders_every_row_of_the_reference(reference_path):
-    proc = run_cli("report", str(reference_path))
+    proc = run_cli_forked("report", str(reference_path))
     assert proc.returncode == 0, proc.stderr
     lines = [line.strip() for line in proc.stdout.splitlines()]
     for mode in ("plain", "vllm", "sglang", "sglang_ieee", "megatron_te_native", "megatron_triton", "megatron_triton_ieee"):
@@ -59,7 +61,7 @@ def test_report_renders_every_row_of_the_reference(reference_path):
 
 
 def test_report_markdown(reference_path):
-    proc = run_cli("report", str(reference_path), "--markdown")
+    proc = run_cli_forked("report", str(reference_path), "--markdown")
     assert proc.returncode == 0
     lines = [l for l in proc.stdout.splitlines() if l.startswith("| ")]
     assert len(lines) == 1 + 8  # header + one row per (mode, candidate)
@@ -83,7 +85,7 @@ def test_report_markdown(reference_path):
     (("diff",), "Missing argument 'OLD'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
-    proc = run_cli(*args, cwd=tmp_path)
+    proc = run_cli_forked(*args, cwd=tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -94,7 +96,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 def test_unwritable_out_is_refused_before_measuring(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    proc = run_cli("run", *TINY, "--mode", "plain", "--out", str(blocker / "sub" / "r.json"))
+    proc = run_cli_forked("run", *TINY, "--mode", "plain", "--out", str(blocker / "sub" / "r.json"))
     assert proc.returncode == 2
     assert "cannot write there" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -102,7 +104,7 @@ def test_unwritable_out_is_refused_before_measuring(tmp_path):
 def test_report_of_a_non_report_is_exit_2(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"hello": 1}')
-    proc = run_cli("report", str(bad))
+    proc = run_cli_forked("report", str(bad))
     assert proc.returncode == 2 and "not an adaln-bench report" in proc.stderr
 
 
@@ -114,7 +116,7 @@ def test_help_lists_every_command():
 
 
 def test_candidates_lists_availability_with_reasons():
-    proc = run_cli("candidates", "--json")
+    proc = run_cli_forked("candidates", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {r["candidate"]: r for r in json.loads(proc.stdout)}
     assert rows["diffusers"]["available"] is True

@@ -127,11 +127,11 @@ print(json.dumps({"forked": server.forked, "fallback": calls, "process": [first.
 
 @pytest.mark.slow
 def test_a_run_keeps_the_results_and_report_and_diff_show_the_cold_start_failure(tmp_path):
-    from conftest import run_cli
+    from conftest import run_cli_forked
 
     out = tmp_path / "run.json"
     tests = str(ROOT / "tests")
-    proc = run_cli("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--mode", "plain",
+    proc = run_cli_forked("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--mode", "plain",
                    "--candidate", "fixture_candidates:crash_in_fresh_thread", "--candidate", "diffusers",
                    "--out", str(out), env={"PYTHONPATH": tests})
     assert out.exists(), proc.stderr
@@ -145,13 +145,13 @@ def test_a_run_keeps_the_results_and_report_and_diff_show_the_cold_start_failure
     # and the pass above were seen through it.
     assert {e["cold_start"]["process"] for e in report["results"]["plain"].values() if "cold_start" in e} == {"fork"}
 
-    shown = run_cli("report", str(out), env={"PYTHONPATH": tests, "COLUMNS": "200"})
+    shown = run_cli_forked("report", str(out), env={"PYTHONPATH": tests, "COLUMNS": "200"})
     assert "cold_start crashed" in shown.stdout
 
     bad["cold_start"] = {"status": "ok", "steps_passed": ["first_step", "foreign_thread"]}
     healthy = tmp_path / "healthy.json"
     healthy.write_text(json.dumps(report))
-    diff = run_cli("diff", str(healthy), str(out), "--json")
+    diff = run_cli_forked("diff", str(healthy), str(out), "--json")
     assert diff.returncode == 1, diff.stdout + diff.stderr
     rows = [r for r in json.loads(diff.stdout)["rows"] if r["verdict"] == "WORSE"]
     assert [(r["candidate"], r["metric"], r["old"], r["new"]) for r in rows] == [

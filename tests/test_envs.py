@@ -10,7 +10,7 @@ import shutil
 import sys
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_cli_forked
 from envhelpers import STANDINS, add_pth, different_copy, make_venv, put_first, vllm_standin_package
 
 # The cold-start check has its own tests (test_cold_start.py); skipping it here saves a process per pair.
@@ -66,7 +66,7 @@ def test_each_mode_runs_under_its_interpreter_and_a_wrong_one_is_a_reason(tmp_pa
         (entry,) = report["results"][name].values()
         assert entry["status"] == "unavailable" and modes[name]["reason"] in entry["unavailable"]
 
-    shown = run_cli("report", str(out), cwd=tmp_path)
+    shown = run_cli_forked("report", str(out), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert f"mode vllm environment: interpreter {vllm_python}" in shown.stdout.replace("\n", "")
 

@@ -1,10 +1,13 @@
-"""`adaln-bench run`'s exit code says what happened: measured (0), some pair failed (3), nothing measured (4)."""
+"""`adaln-bench run`'s exit code says what happened: measured (0), some pair failed (3), nothing measured (4).
+
+The runs' parents are forked from a process that has imported torch (conftest.run_cli_forked); their mode
+children are the harness's own, new interpreters."""
 import json
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, run_main
+from conftest import run_cli_forked, run_main
 
 TESTS = Path(__file__).resolve().parent
 # The cold-start check has its own tests (test_cold_start.py); skipping it here saves a process per pair.
@@ -16,10 +19,10 @@ ENV = {"PYTHONPATH": str(TESTS)}
 def test_measured_with_unavailable_pairs_is_0_and_strict_makes_it_3(tmp_path):
     # rl_kernel is not installed here: unavailable, which is fine unless --strict.
     out = tmp_path / "r.json"
-    proc = run_cli("run", *TINY, "--mode", "plain", "--out", str(out))
+    proc = run_cli_forked("run", *TINY, "--mode", "plain", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["results"]["plain"]["rl_kernel"]["status"] == "unavailable"
-    strict = run_cli("run", *TINY, "--mode", "plain", "--candidate", "rl_kernel", "--candidate", "diffusers",
+    strict = run_cli_forked("run", *TINY, "--mode", "plain", "--candidate", "rl_kernel", "--candidate", "diffusers",
                      "--strict", "--out", str(out))
     assert strict.returncode == 3, strict.stderr
     assert "--strict: 1 of 2 pair(s) unavailable here: plain/rl_kernel" in strict.stderr
@@ -28,7 +31,7 @@ def test_measured_with_unavailable_pairs_is_0_and_strict_makes_it_3(tmp_path):
 def test_nothing_measured_because_unavailable_is_4(tmp_path):
     # vLLM does not import here: every pair of the only mode is unavailable.
     out = tmp_path / "r.json"
-    proc = run_cli("run", *TINY, "--mode", "vllm", "--out", str(out))
+    proc = run_cli_forked("run", *TINY, "--mode", "vllm", "--out", str(out))
     assert proc.returncode == 4, proc.stderr
     assert "nothing was measured" in proc.stderr and "Traceback" not in proc.stderr
     report = json.loads(out.read_text())
@@ -37,7 +40,7 @@ def test_nothing_measured_because_unavailable_is_4(tmp_path):
 
 def test_nothing_measured_because_every_pair_failed_is_4(tmp_path):
     out = tmp_path / "r.json"
-    proc = run_cli("run", *TINY, "--mode", "plain", "--candidate", "fixture_candidates:raises", "--out", str(out),
+    proc = run_cli_forked("run", *TINY, "--mode", "plain", "--candidate", "fixture_candidates:raises", "--out", str(out),
                    env=ENV)
     assert proc.returncode == 4, proc.stderr
     assert "nothing was measured: 1 of 1 pair(s) crashed, failed or timed out" in proc.stderr
@@ -81,7 +84,7 @@ def test_bad_environment_entries_are_refused_before_anything_runs(tmp_path, env_
     recipe = tmp_path / "r.toml"
     recipe.write_text(f"[recipes.bad]\n{env_line}\n")
     out = tmp_path / "r.json"
-    proc = run_cli("run", *TINY, "--modes-file", str(recipe), "--mode", "bad", "--out", str(out))
+    proc = run_cli_forked("run", *TINY, "--modes-file", str(recipe), "--mode", "bad", "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not out.exists()

@@ -149,9 +149,9 @@ def test_a_mode_the_child_reported_unavailable_stays_unavailable_after_a_timeout
 def test_modes_on_the_cpu_says_a_cuda_recipe_is_not_applicable_and_that_it_is_checking():
     import json
 
-    from conftest import run_cli
+    from conftest import run_cli_forked
 
-    proc = run_cli("modes", "--json", "--device", "cpu")
+    proc = run_cli_forked("modes", "--json", "--device", "cpu")
     assert proc.returncode == 0, proc.stderr
     rows = {r["mode"]: r for r in json.loads(proc.stdout)}
     assert rows["cublaslt_ws1"]["available"] is False and rows["cublaslt_ws1"]["reason"] == "not applicable on cpu"

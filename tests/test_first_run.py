@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_forked
 
 from adaln_bench.harness import plan as P
 from adaln_bench.harness.cpu_estimate import plan_work
@@ -31,7 +31,7 @@ def test_cuda_only_recipes_are_listed_not_applicable_on_the_cpu(tmp_path):
 
 @pytest.mark.parametrize("preset", ["h3", "flux"])
 def test_a_full_size_preset_on_the_cpu_is_refused_with_the_estimate(tmp_path, preset):
-    proc = run_cli("run", "--device", "cpu", "--preset", preset, "--mode", "plain", "--out", str(tmp_path / "r.json"))
+    proc = run_cli_forked("run", "--device", "cpu", "--preset", preset, "--mode", "plain", "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert f"{preset} (D=" in line and "on the CPU: about " in line and re.search(r"about [0-9.]+ (min|h) per measured", line)

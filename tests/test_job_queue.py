@@ -4,7 +4,7 @@ import json
 import threading
 from dataclasses import dataclass
 
-from conftest import run_cli
+from conftest import run_cli_forked
 
 from adaln_bench.harness.job_queue import JobQueue
 
@@ -70,7 +70,7 @@ def test_a_waiting_slot_returns_when_the_run_stops():
 def test_an_unavailable_mode_split_over_two_cpu_children_starts_one(tmp_path):
     # vLLM does not import here (as in test_exit_codes.py); its two operators are dealt over two children.
     out = tmp_path / "out"
-    proc = run_cli("run", "--device", "cpu", "--preset", "tiny", "--quick", "--no-cold-start", "--mode", "vllm",
+    proc = run_cli_forked("run", "--device", "cpu", "--preset", "tiny", "--quick", "--no-cold-start", "--mode", "vllm",
                    "--op", "timestep_mlp", "--op", "adaln_projection", "--out", str(out))
     assert proc.returncode == 4, proc.stderr  # nothing measured: every pair unavailable
     started = [ln for ln in proc.stderr.splitlines() if ln.endswith(": started")]

@@ -12,7 +12,7 @@ from adaln_bench.kernel_bench.floors import forward_backward_work, forward_work,
 from adaln_bench.kernel_bench.subjects import SpecError, parse_library
 from adaln_bench.kernel_bench.table import combine, entries_markdown, to_markdown
 from adaln_bench.ops.adaln_projection import replay
-from tests.conftest import run_cli
+from tests.conftest import run_cli_forked
 
 H3 = PRESETS["h3"]
 TINY = PRESETS["tiny"]
@@ -123,19 +123,19 @@ def test_each_entry_point_launches_only_its_part():
 
 
 def test_cli_refuses_bad_input_in_one_line():
-    r = run_cli("kernel-bench", "--library", "v=sm80")
+    r = run_cli_forked("kernel-bench", "--library", "v=sm80")
     assert r.returncode == 2 and "code path must be one of sm90, portable" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    r = run_cli("kernel-bench", "--sizes", "0,4")
+    r = run_cli_forked("kernel-bench", "--sizes", "0,4")
     assert r.returncode == 2 and "positive token counts" in r.stderr
-    r = run_cli("kernel-bench", "--library", "old=/nonexistent/libadaln_bundled.so")
+    r = run_cli_forked("kernel-bench", "--library", "old=/nonexistent/libadaln_bundled.so")
     assert r.returncode == 2 and "no such library file: /nonexistent/libadaln_bundled.so" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
 def test_cli_says_it_needs_a_gpu(tmp_path):
-    r = run_cli("kernel-bench", "--out", str(tmp_path / "o"))
+    r = run_cli_forked("kernel-bench", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "no CUDA GPU is visible here" in r.stderr
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
 
@@ -190,15 +190,14 @@ def test_the_committed_h200_run_renders_to_its_committed_markdown(stem):
 @pytest.mark.parametrize("script", ["profile_entries.py", "profile_step.py"])
 def test_the_profile_scripts_import_and_read_their_options_without_a_gpu(script):
     """The profile scripts run only on a GPU (profile_entries.py under ncu): here, that their imports and options
-    still hold."""
+    still hold (in a process forked from one that has imported torch: tests/forked.py)."""
     import os
-    import subprocess
-    import sys
 
+    import forked
     from tests.conftest import ROOT
 
-    proc = subprocess.run([sys.executable, f"scripts/{script}", "--help"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = forked.run("script", str(ROOT / "scripts" / script), ["--help"], cwd=ROOT, timeout=120,
+                      env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     assert "--library" in proc.stdout and "--cublas" in proc.stdout
 

@@ -1,7 +1,8 @@
 """The framework modes against stand-in packages that have the real module paths and signatures.
 
 Each case runs in its own Python process (tests/standins/support/drive_mode.py), as the harness runs each mode:
-aten overrides and torch flags last for the whole process, so they must not leak between tests.
+aten overrides and torch flags last for the whole process, so they must not leak between tests. That process is
+a fork of one that has imported torch (tests/forked.py), so the cases do not each pay for the import.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import forked
 import pytest
 
 from adaln_bench.modes.registry import all_modes
@@ -48,8 +50,10 @@ def drive(mode: str, standins: list[str], tmp_path: Path, extra: Optional[dict[s
           megatron_src: Optional[Path] = None) -> dict:
     log = tmp_path / "calls.jsonl"
     env = child_env(mode, standins, {"ADALN_STANDIN_LOG": str(log), **(extra or {})})
-    argv = [sys.executable, str(DRIVER), mode] + ([str(megatron_src)] if megatron_src else [])
-    proc = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    argv = [mode] + ([str(megatron_src)] if megatron_src else [])
+    # `python DRIVER MODE ...` in a process of its own, forked from one that has imported torch (tests/forked.py):
+    # the driver's first import, here done once instead of once a case.
+    proc = forked.run("script", str(DRIVER), argv, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["calls"] = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []

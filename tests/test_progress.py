@@ -3,13 +3,13 @@ import io
 import re
 from types import SimpleNamespace
 
-from conftest import run_cli
+from conftest import run_cli_forked
 
 from adaln_bench.commands.progress import RunProgress
 
 
 def test_a_log_gets_one_plain_line_per_phase_per_mode_with_the_elapsed_time(tmp_path):
-    proc = run_cli("run", "--device", "cpu", "--preset", "tiny", "--quick", "--mode", "plain", "--mode", "vllm",
+    proc = run_cli_forked("run", "--device", "cpu", "--preset", "tiny", "--quick", "--mode", "plain", "--mode", "vllm",
                    "--candidate", "diffusers", "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
     # Heartbeat lines ("still running", after 30 s without a line) come only on a slow machine.

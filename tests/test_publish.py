@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli_forked
 from publish_fixtures import DRIFT_AT, STEP_AT, base, history, make
 
 from adaln_bench.errors import UserError
@@ -200,7 +200,7 @@ def test_publish_command_writes_and_rewrites_a_site(tmp_path):
     history(tmp_path / "results", n=3)
     (tmp_path / "results" / "notes.json").write_text("[]")
     out = tmp_path / "site"
-    proc = run_cli("publish", str(tmp_path / "results"), "--out", str(out), timeout=120)
+    proc = run_cli_forked("publish", str(tmp_path / "results"), "--out", str(out), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "3 reports" in proc.stdout and "1 non-report" in proc.stdout
     (out / "stale.txt").write_text("from the earlier site")
@@ -225,7 +225,7 @@ def test_publish_bad_input_is_one_line_and_exit_2(tmp_path, case):
         (out / "keep.txt").write_text("mine")
     if case == "unwritable":
         out = Path("/proc/adaln-site")
-    proc = run_cli("publish", str(results), "--out", str(out), timeout=120)
+    proc = run_cli_forked("publish", str(results), "--out", str(out), timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("adaln-bench: ")
     if case == "not a site":

@@ -6,7 +6,7 @@ import pytest
 from adaln_bench.errors import UserError
 from adaln_bench.modes.recipes import load_recipe_file
 from adaln_bench.modes.registry import all_modes
-from conftest import run_cli
+from conftest import run_cli_forked
 
 GOOD = """
 [recipes.ws16_nored]
@@ -65,7 +65,7 @@ def test_a_user_recipe_runs_in_its_own_child_with_its_environment(tmp_path):
     path = tmp_path / "r.toml"
     path.write_text(GOOD)
     out = tmp_path / "report.json"
-    proc = run_cli("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--modes-file", str(path),
+    proc = run_cli_forked("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--modes-file", str(path),
                    "--mode", "ws16_nored", "--no-cold-start", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())

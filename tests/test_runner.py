@@ -8,9 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli_forked
 
-# Each test starts real child processes that measure on the CPU: 60 to 120 s apiece on two cores.
+# Each test starts real child processes that measure on the CPU: 60 to 120 s apiece on two cores. The runs' parents
+# (but for the interrupted one's, which takes a signal) are forked from a process that has imported torch
+# (conftest.run_cli_forked); the mode children they start are new interpreters, as always.
 pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parent
@@ -22,7 +24,7 @@ ENV = {"PYTHONPATH": str(TESTS)}
 def _run(tmp_path, candidate, *extra, env=None, with_baseline=True):
     out = tmp_path / "r.json"
     baseline = ("--candidate", "diffusers") if with_baseline else ()
-    proc = run_cli("run", *TINY, "--mode", "plain", "--mode", "cublaslt_ws1", *baseline,
+    proc = run_cli_forked("run", *TINY, "--mode", "plain", "--mode", "cublaslt_ws1", *baseline,
                    "--candidate", f"fixture_candidates:{candidate}", "--out", str(out), *extra,
                    env={**ENV, **(env or {})})
     return proc, json.loads(out.read_text())
