@@ -226,7 +226,8 @@ def _norm_backward(dy, x, w, sc, idx, rstd, ne, nx, nw, dsh, dsc):
         raise RuntimeError(f"gathered norm_modulate backward: upstream gradient shape {tuple(dy.shape)} != {(s, h)}")
     dx = torch.empty((s, h), dtype=_BF16, device=dev) if nx else None
     dw = torch.empty((h,), dtype=_BF16, device=dev) if nw else None
-    ostride = (dsh if dsh is not None else dsc).stride(0) if (dsh is not None or dsc is not None) else h
+    wanted = dsh if dsh is not None else dsc
+    ostride = wanted.stride(0) if wanted is not None else h
     wsb = lib.workspace_bytes(_build.OP_NORM, s, h, ne)  # the one-pass backward needs it for dx alone too
     ws = torch.empty(max(wsb, 16), dtype=torch.uint8, device=dev)
     with torch.cuda.device(dev):
