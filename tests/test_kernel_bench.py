@@ -187,19 +187,23 @@ def test_the_committed_h200_run_renders_to_its_committed_markdown(stem):
     assert not_invariant(broken) == ["x"]
 
 
-@pytest.mark.parametrize("script", ["profile_entries.py", "profile_step.py"])
-def test_the_profile_scripts_import_and_read_their_options_without_a_gpu(script):
-    """The profile scripts run only on a GPU (profile_entries.py under ncu): here, that their imports and options
-    still hold (in a process forked from one that has imported torch: tests/forked.py)."""
+@pytest.mark.parametrize("script, options", [("profile_entries.py", ("--library", "--cublas")),
+                                             ("profile_step.py", ("--library", "--cublas")),
+                                             ("copy_probe.py", ("--sizes-mb", "--json")),
+                                             ("host_profile.py", ("--candidate", "--json"))])
+def test_the_device_scripts_import_and_read_their_options_without_a_gpu(script, options):
+    """The profile scripts (profile_entries.py under ncu) and the gathered operators' copy probe and host profile
+    run only on a GPU: here, that their imports and options still hold."""
     import os
+    import subprocess
+    import sys
 
-    import forked
     from tests.conftest import ROOT
 
-    proc = forked.run("script", str(ROOT / "scripts" / script), ["--help"], cwd=ROOT, timeout=120,
-                      env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run([sys.executable, f"scripts/{script}", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
-    assert "--library" in proc.stdout and "--cublas" in proc.stdout
+    assert all(option in proc.stdout for option in options)
 
 
 def _profile_step():

@@ -908,6 +908,10 @@ int g_norm_backward = 2;
 // The one-pass kernel's ring: 0 (default) = the deeper one where it fits (onepass_ring_for), 8 = always 8 rows (the
 // f51093c kernel, kept so the bench can time both). Same bits either way. Set by gat_set_onepass_ring.
 int g_onepass_ring = 0;
+// The ring a one-pass call at H uses now, on a device with smem_optin bytes of opt-in shared memory per block.
+int onepass_ring_now(int64_t H, size_t smem_optin) {
+  return g_onepass_ring == kOnePassRing ? kOnePassRing : onepass_ring_for(H, smem_optin);
+}
 
 bool norm_onepass(int64_t H) { return g_norm_backward == 2 && onepass_fits(H); }
 
@@ -945,7 +949,7 @@ int norm_bwd_onepass(const bf16* dy, const bf16* x, const bf16* w, const bf16* s
     set_err(err, len, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin): %s", cudaGetErrorString(ce));
     return GAT_DEVICE;
   }
-  const int ring = g_onepass_ring == kOnePassRing ? kOnePassRing : onepass_ring_for(H, (size_t)optin);
+  const int ring = onepass_ring_now(H, (size_t)optin);
   const size_t smem = onepass_smem(threads, ring);
   auto kernel = ring == kOnePassRingDeep ? norm_bwd_onepass_kernel<kOnePassRingDeep>
                                          : norm_bwd_onepass_kernel<kOnePassRing>;
@@ -1021,7 +1025,7 @@ GAT_API int gat_set_onepass_ring(int v) {
 }
 // The ring (rows) a one-pass call at H uses on a device with smem_optin bytes of opt-in shared memory per block.
 GAT_API int gat_onepass_ring(int64_t H, int64_t smem_optin) {
-  return g_onepass_ring == kOnePassRing ? kOnePassRing : onepass_ring_for(H, (size_t)smem_optin);
+  return onepass_ring_now(H, (size_t)smem_optin);
 }
 GAT_API int gat_set_column_variant(int v) {
   if (v != 1 && v != 2) return -1;
