@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = ROOT / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.bd79cc3.json"
+BASE = next((ROOT / "results").rglob("adaln_projection.h200.bd79cc3.json"))
 SAMPLES = 60
 DRIFT_AT, STEP_AT = 2, 4
 CLOCK_DRIFT, STEP = 1.10, 1.30

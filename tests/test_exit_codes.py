@@ -95,7 +95,7 @@ def test_exit_code_precedence():
     from adaln_bench.harness.exit_status import run_exit
     from adaln_bench.reports.io import read_report
 
-    report = read_report(TESTS.parent / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.853103e.json")
+    report = read_report(next((TESTS.parent / "results").rglob("adaln_projection.h200.853103e.json")))
     assert run_exit(report, strict=False) == (0, None)
     assert run_exit(report, strict=False, signal_code=143) == (143, None)
     entries = report.results["plain"]

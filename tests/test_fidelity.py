@@ -17,7 +17,7 @@ from adaln_bench.reports.report_sets import by_operator, load_path, load_sides
 
 REPO = Path(__file__).resolve().parent.parent
 B200 = REPO / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json"
-H200 = REPO / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.853103e.json"
+H200 = next((REPO / "results").rglob("adaln_projection.h200.853103e.json"))
 REFERENCES = Path("/work/shared/reference")
 OPS = ("adaln_projection", "adaln_row_gather", "final_adaln_out", "gate_residual", "norm_modulate", "timestep_mlp")
 

@@ -171,14 +171,14 @@ def test_interleaved_sampling_takes_every_callable_in_turn_until_all_are_stable(
     assert out["a"].rel_noise == 0.0 and out["noisy"].rel_noise > 0.005
 
 
-@pytest.mark.parametrize("stem", ["kernel_bench.h200.76fc11f", "kernel_bench.h200.4c51bf7"])
-def test_the_committed_h200_run_renders_to_its_committed_markdown(stem):
+def test_the_committed_h200_run_renders_to_its_committed_markdown():
     import json
     from pathlib import Path
 
     from adaln_bench.kernel_bench.table import document_markdown, not_invariant
 
-    folder = Path(__file__).resolve().parents[1] / "results" / "h200" / "archive" / "kernel_bench"
+    stem = "kernel_bench.ec65536"  # the projection's current kernel-bench output
+    folder = next((Path(__file__).resolve().parents[1] / "results").rglob(f"{stem}.json")).parent
     doc = json.loads((folder / f"{stem}.json").read_text())
     text = document_markdown(stem, doc, doc["per_process"])
     assert text == (folder / f"{stem}.md").read_text()

@@ -133,7 +133,7 @@ def test_probe_counts_of_each_family_are_those_of_ops_md():
 BEFORE = {
     # Its text differs from 2253c35's in one line, on purpose (issue 30): the stderr note quotes the warning
     # ("UserWarning: Attempting to run cuBLAS, but there was no current CUDA context!…"), not the code line under it.
-    "results/h200/adaln_projection/archive/adaln_projection.h200.bd79cc3.json": (100, "7ca0bc76f239d366", "dc241dc1c207"),
+    "results/h200/history/adaln_projection/adaln_projection.h200.bd79cc3.json": (100, "7ca0bc76f239d366", "dc241dc1c207"),
     "results/b200/adaln_projection/adaln_projection.b200.prior-art.json": (296, "d8201e47e19099c9", "6277200aceed"),
 }
 

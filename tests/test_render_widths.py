@@ -12,8 +12,8 @@ from adaln_bench.reports.io import read_report
 from adaln_bench.reports.render import print_summary
 
 REPORTS = [
-    ROOT / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.853103e.json",
-    ROOT / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.bd79cc3.json",
+    next((ROOT / "results").rglob("adaln_projection.h200.853103e.json")),
+    next((ROOT / "results").rglob("adaln_projection.h200.bd79cc3.json")),
     ROOT / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json",
 ]
 SHOWN = ("3", "256", "2048")
@@ -92,19 +92,19 @@ def test_a_crashed_mode_shows_its_one_line_cause(tmp_path):
 def test_device_time_is_shown_with_its_ratio_to_the_cuBLAS_path_where_the_report_has_one():
     from adaln_bench.reports.render import device_cells, markdown
 
-    with_ref = read_report(ROOT / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.bd79cc3.json")
-    data = json.loads((ROOT / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.bd79cc3.json").read_text())
+    with_ref = read_report(next((ROOT / "results").rglob("adaln_projection.h200.bd79cc3.json")))
+    data = json.loads((next((ROOT / "results").rglob("adaln_projection.h200.bd79cc3.json"))).read_text())
     for name in ("bundled", "diffusers[plain]"):
         cells = device_cells(with_ref.results["plain"][name])
         for t, cell in zip(SHOWN, cells):
             dt = data["results"]["plain"][name]["accuracy_latency"][t]["device_time"]
             assert cell == f"{_time(dt['fwd_bwd_us'])} ×{dt['reference']['fwd_bwd_ratio']:.2f}"
     assert device_cells(with_ref.results["plain"]["bundled"])[0] == "382 µs ×0.90"
-    text = _render(ROOT / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.bd79cc3.json", 80)
+    text = _render(next((ROOT / "results").rglob("adaln_projection.h200.bd79cc3.json")), 80)
     assert "device time (× cuBLAS, timed beside it)" in text and "382 µs ×0.90" in text
     assert "| plain | `bundled` | 382 µs ×0.90 |" in markdown(with_ref)
     # A report from before the reference: times alone; one without device time (RL-Kernel's): no such table.
-    old = read_report(ROOT / "results" / "h200" / "adaln_projection" / "archive" / "adaln_projection.h200.865e5e1.json")
+    old = read_report(next((ROOT / "results").rglob("adaln_projection.h200.865e5e1.json")))
     assert all("×" not in c for c in device_cells(old.results["plain"]["bundled"]))
     prior = ROOT / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json"
     assert "device time" not in _render(prior, 120) and "device time" not in markdown(read_report(prior))

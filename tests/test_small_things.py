@@ -65,7 +65,7 @@ def _umask() -> int:
 def test_local_cpu_reports_are_ignored_by_git():
     proc = subprocess.run(["git", "check-ignore", "-q", "results/cpu/adaln_projection.cpu.0123abc.json"], cwd=ROOT)
     assert proc.returncode == 0
-    proc = subprocess.run(["git", "check-ignore", "-q", "results/h200/adaln_projection/archive/adaln_projection.h200.0123abc.json"], cwd=ROOT)
+    proc = subprocess.run(["git", "check-ignore", "-q", "results/h200/history/adaln_projection/adaln_projection.h200.0123abc.json"], cwd=ROOT)
     assert proc.returncode == 1  # committed reports stay tracked
 
 
