@@ -20,6 +20,7 @@ from adaln_bench.commands.plot import plot_command  # noqa: E402
 from adaln_bench.commands.publish import publish_command  # noqa: E402
 from adaln_bench.commands.report import report_command  # noqa: E402
 from adaln_bench.commands.run import run_command  # noqa: E402
+from adaln_bench.commands.summary import summary_command  # noqa: E402
 from adaln_bench.errors import UserError  # noqa: E402
 
 try:  # typer >= 0.29 raises the errors of its bundled copy of click, older releases click's own
@@ -44,6 +45,7 @@ app.command("fidelity")(fidelity_command)
 app.command("kernel-bench")(kernel_bench_command)
 app.command("plot")(plot_command)
 app.command("publish")(publish_command)
+app.command("summary")(summary_command)
 app.command("modes")(modes_command)
 app.command("ops")(ops_command)
 app.command("candidates")(candidates_command)

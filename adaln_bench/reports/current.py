@@ -98,21 +98,26 @@ def _newest(candidates: list[Facts]) -> Facts:
     return max(candidates, key=lambda f: (f.started_at, f.path.name))
 
 
-def current_of(all_facts: Iterable[Facts]) -> list[Facts]:
-    """The current reports among these, each once, in the order given."""
-    all_facts = list(all_facts)
-    chosen: set[Path] = set()
-    keys: dict[tuple, list[Facts]] = {}
+def answers(all_facts: Iterable[Facts]) -> dict[tuple[str, str, str, str, str], Facts]:
+    """The current report of each question: (GPU, operator, shape, "mode", a mode) -> the newest complete full
+    report that measured the mode; (GPU, operator, shape, "draws", a draw geometry) -> the newest accuracy
+    report with those draws."""
+    groups: dict[tuple[str, str, str, str, str], list[Facts]] = {}
     for f in all_facts:
         if not f.complete:
             continue
         if f.full and f.draws == NATIVE:
             for mode in f.modes:
-                keys.setdefault(("full", f.gpu, f.op, f.shape, mode), []).append(f)
+                groups.setdefault((f.gpu, f.op, f.shape, "mode", mode), []).append(f)
         elif f.accuracy_only and f.draws != NATIVE:
-            keys.setdefault(("draws", f.gpu, f.op, f.shape, f.draws), []).append(f)
-    for group in keys.values():
-        chosen.add(_newest(group).path)
+            groups.setdefault((f.gpu, f.op, f.shape, "draws", f.draws), []).append(f)
+    return {key: _newest(group) for key, group in groups.items()}
+
+
+def current_of(all_facts: Iterable[Facts]) -> list[Facts]:
+    """The current reports among these, each once, in the order given."""
+    all_facts = list(all_facts)
+    chosen = {f.path for f in answers(all_facts).values()}
     return [f for f in all_facts if f.path in chosen]
 
 
