@@ -18,17 +18,15 @@ from adaln_bench.reports.report_sets import by_operator, load_path, load_sides
 REPO = Path(__file__).resolve().parent.parent
 B200 = REPO / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json"
 H200 = next((REPO / "results").rglob("adaln_projection.h200.853103e.json"))
-REFERENCES = Path("/work/shared/reference")
 OPS = ("adaln_projection", "adaln_row_gather", "final_adaln_out", "gate_residual", "norm_modulate", "timestep_mlp")
 
 
 def _reference_dir(tmp_path: Path) -> Path:
-    """RL-Kernel's six reports, copied: in the shared folder where it exists, else the projection's only."""
+    """RL-Kernel's six reports, copied from results/b200/."""
     ref = tmp_path / "b200"
     ref.mkdir()
-    sources = sorted(REFERENCES.glob("*.b200.prior-art.json")) if REFERENCES.is_dir() else []
-    if len(sources) != len(OPS):
-        pytest.skip("RL-Kernel's six reference reports are not in /work/shared/reference")
+    sources = sorted((REPO / "results" / "b200").rglob("*.b200.prior-art.json"))
+    assert len(sources) == len(OPS), sources
     for source in sources:
         shutil.copy(source, ref / source.name)
     return ref
@@ -352,11 +350,8 @@ def test_fidelity_of_a_file_that_is_not_a_report_is_a_user_error(tmp_path, capsy
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "notes.json").write_text("[]")
-    twice = tmp_path / "twice"
-    shutil.copy(H200, _edited(twice, _on("NVIDIA H200"), name="a.json").parent / "b.json")
     for path, message in [(bad, "not an adaln-bench report"), (tmp_path / "missing.json", "no such file"),
-                          (index, "a run index, not a report"), (empty, "no reports in this directory"),
-                          (twice, "REPORT: two reports of adaln_projection")]:
+                          (index, "a run index, not a report"), (empty, "no reports in this directory")]:
         code, out, err = run_main(["fidelity", str(B200), str(path)], capsys)
         assert code == 2 and out == ""
         assert err.count("\n") == 1 and message in err, err

@@ -13,12 +13,25 @@ from adaln_bench.errors import UserError
 EXIT_NOT_COMPARABLE = 3
 
 
+def _current_in_folders(paths: List[Path]) -> List[Path]:
+    """Each folder replaced by its current reports, one per operator (reports/current.py); files as given. A
+    folder without any stays, for the loader to say so."""
+    from adaln_bench.reports.current import primary_reports
+
+    out: List[Path] = []
+    for path in paths:
+        picked = primary_reports(path) if path.is_dir() else []
+        out.extend(picked or [path])
+    return out
+
+
 def fidelity_command(
     paths: List[Path] = typer.Argument(
         ..., metavar="PATH",
-        help="Report files or run directories: the reference's first (e.g. results/b200/adaln_projection/adaln_projection.b200."
-             "prior-art.json or a folder of RL-Kernel's reports), then those from another GPU. Two paths are one "
-             "side each; with more, the sides are told apart by the GPU that ran them."),
+        help="Report files or folders: the reference's first (e.g. results/b200/), then those from another GPU "
+             "(e.g. results/h200/). A folder gives each operator's current report that answers the plain mode "
+             "(the rule of results/, docs/results.md); name a file to compare another. Two paths are one side "
+             "each; with more, the sides are told apart by the GPU that ran them."),
     out: Optional[Path] = typer.Option(None, "--out", metavar="FILE.md", help="Also write the Markdown there."),
 ) -> None:
     """Per operator and candidate: the invariance verdict on both GPUs, the forward + backward time ratio, and which errors against FP64 are equal to every digit, with the likely reason for each that is not: `draw` (an input drawn differently on a GPU of another SM count) or `implementation` (the same inputs).
@@ -29,7 +42,7 @@ def fidelity_command(
     from adaln_bench.reports.io import write_text_atomic
     from adaln_bench.reports.report_sets import by_operator, load_sides
 
-    reference_side, report_side = load_sides(paths)
+    reference_side, report_side = load_sides(_current_in_folders(paths))
     references, reports = by_operator(reference_side, "REFERENCE"), by_operator(report_side, "REPORT")
     if out is not None and out.is_dir():
         raise UserError(f"{out}: is a directory; --out takes a file path")

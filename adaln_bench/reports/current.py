@@ -121,6 +121,28 @@ def current_of(all_facts: Iterable[Facts]) -> list[Facts]:
     return [f for f in all_facts if f.path in chosen]
 
 
+def primary(all_facts: Iterable[Facts], mode_order: Iterable[str]) -> list[Facts]:
+    """One current report per GPU and operator, for a command that compares one report per operator
+    (`fidelity` on folders): at the H3 shape where there is one, the report that answers the first mode in
+    `mode_order` it has an answer for (plain, where measured), with native draws."""
+    order = {m: i for i, m in enumerate(mode_order)}
+    best: dict[tuple[str, str], tuple[tuple, Facts]] = {}
+    for (gpu, op, shape, kind, mode), f in answers(all_facts).items():
+        if kind != "mode":
+            continue
+        rank = (shape != "h3", shape, order.get(mode, len(order)), mode)
+        if (gpu, op) not in best or rank < best[(gpu, op)][0]:
+            best[(gpu, op)] = (rank, f)
+    return [best[key][1] for key in sorted(best)]
+
+
+def primary_reports(folder: Path) -> list[Path]:
+    """`primary` of the reports under a folder, by the modes' registry order."""
+    from adaln_bench.modes.registry import all_modes
+
+    return [f.path for f in primary(read_facts([folder], read_if_report), all_modes())]
+
+
 def report_paths(paths: Iterable[Path]) -> list[Path]:
     """Every *.json under each folder (recursively, in name order) and each file as given."""
     found: dict[Path, None] = {}
