@@ -108,3 +108,13 @@ def test_a_stale_report_or_a_log_in_an_operators_folder_is_found(tmp_path):
     reason="not a git checkout: kernel-bench outputs are dated by their commits in git")
 def test_the_committed_results_follow_the_rule():
     assert layout_problems(RESULTS, repo=ROOT) == []
+
+
+def test_publish_reads_history_too_and_marks_the_current_reports():
+    from adaln_bench.reports.site.collect import collect
+
+    folder = RESULTS / "h200" / "timestep_sinusoid"
+    history = RESULTS / "h200" / "history" / "timestep_sinusoid"
+    collected = collect([folder, history])
+    assert {l.path for l in collected.reports} == set(folder.glob("*.json")) | set(history.glob("*.json"))
+    assert collected.current == set(folder.glob("*.json"))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from adaln_bench.errors import NotAReportError, UserError
+from adaln_bench.reports.current import current_of, facts
 from adaln_bench.reports.io import parse_report
 from adaln_bench.reports.schema import Report
 
@@ -35,6 +36,7 @@ class Collected:
     not_reports: list[Path] = field(default_factory=list)  # JSON that is not a report (quietly skipped)
     run_indexes: int = 0
     duplicates: int = 0  # the same bytes found twice (a report in results/ and in the kept history)
+    current: set[Path] = field(default_factory=set)  # the reports that are current answers (reports/current.py)
 
 
 def report_files(paths: Iterable[Path]) -> list[Path]:
@@ -88,4 +90,6 @@ def collect(paths: Iterable[Path]) -> Collected:
             continue
         seen.add(digest)
         out.reports.append(Loaded(f, report, digest, _site_name(f, digest), data))
+    # The series read every report, history included; which of them answer today is the layout's one rule.
+    out.current = {f.path for f in current_of(facts(l.path, l.report) for l in out.reports)}
     return out

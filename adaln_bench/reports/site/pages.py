@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from adaln_bench.reports import format as fmt
+from adaln_bench.reports.current import is_incomplete
 from adaln_bench.reports.site.collect import Collected, Loaded
 from adaln_bench.reports.site.history import SeriesHistory
 from adaln_bench.reports.site.series import (
@@ -168,16 +169,20 @@ def group_facts(histories: list[SeriesHistory]) -> str:
 
 
 def reports_table(collected: Collected, links: Links) -> str:
-    """Every report the site was built from, newest first, each linked to its copy under reports/."""
+    """Every report the site was built from, newest first, each linked to its copy under reports/ and marked
+    where it is a current answer (reports/current.py) or an incomplete run."""
     rows = []
     for loaded in sorted(collected.reports, key=lambda l: l.report.started_at or "", reverse=True):
         r = loaded.report
+        status = ("current" if loaded.path in collected.current
+                  else "incomplete" if is_incomplete(loaded.path, r) else "history")
         rows.append(f'<tr><td><a href="{e(links.report(loaded))}">{e(loaded.path.name)}</a></td>'
                     f"<td><code>{e(commit_of(r))}</code></td><td>{e((r.started_at or '')[:16].replace('T', ' '))}</td>"
                     f"<td>{e(r.op)}</td><td>{e(gpu_of(r))}</td><td>{len(r.results)}</td>"
-                    f"<td>{'quick' if r.quick else 'full'}</td></tr>")
+                    f"<td>{'quick' if r.quick else 'full'}</td><td>{status}</td></tr>")
     return ("<details><summary>Reports</summary><table><tr><th>file</th><th>commit</th><th>started (UTC)</th>"
-            "<th>op</th><th>GPU</th><th>modes</th><th>probes</th></tr>" + "".join(rows) + "</table></details>")
+            "<th>op</th><th>GPU</th><th>modes</th><th>probes</th><th>status</th></tr>" + "".join(rows)
+            + "</table></details>")
 
 
 def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: Collected, links: Links) -> str:
