@@ -425,11 +425,13 @@ def test_baseline_is_the_newest_committed_report_of_each_operator(repo):
     repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.aaa.h3.json")
     repo.commit_file("results/b200/norm_modulate/norm_modulate.b200.aaa.h3.json")
     repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.bbb.h3.json")
-    # Never a B200 baseline: another GPU's, one in a subfolder (an archive), one at the top of results/b200/.
+    # Never a B200 baseline: another GPU's, one kept as history, one at the top of results/b200/, an
+    # interrupted run's.
     repo.commit_file("results/h200/adaln_projection/adaln_projection.h200.ccc.h3.json")
     repo.commit_file("results/h200/timestep_mlp/timestep_mlp.h200.ccc.h3.json")
-    repo.commit_file("results/b200/adaln_projection/archive/adaln_projection.b200.old.h3.json")
+    repo.commit_file("results/b200/history/adaln_projection/adaln_projection.b200.old.h3.json")
     repo.commit_file("results/b200/nightly-ddd.json")
+    repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.ggg.h3.incomplete.json")
     # Deleted since: not a baseline.
     repo.commit_file("results/b200/norm_modulate/norm_modulate.b200.eee.h3.json")
     repo.git("rm", "-q", "results/b200/norm_modulate/norm_modulate.b200.eee.h3.json")
