@@ -4,7 +4,7 @@ known-answer vectors, published torch CUDA outputs), and that the CUDA source co
 
 The compile test skips (with the reason) when nvcc or curand's device headers are missing (`pip install
 nvidia-curand` gives the headers); it takes about 10 s on two cores. The bitwise comparison against torch
-itself needs a GPU: tests/gpu/test_draws_gpu.py and scripts/draws_check.py.
+itself needs a GPU: tests/gpu/test_draws_gpu.py and tools/draws_check.py.
 """
 from __future__ import annotations
 
@@ -296,7 +296,7 @@ def test_gpu_check_script_runs_its_flow_on_the_cpu(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "check.json"
-    proc = subprocess.run([sys.executable, str(root / "scripts" / "draws_check.py"), "--device", "cpu", "--quick",
+    proc = subprocess.run([sys.executable, str(root / "tools" / "draws_check.py"), "--device", "cpu", "--quick",
                            "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr  # torch's CPU generator is not Philox: every bitwise case differs
     assert "rand equals the numpy model bit for bit: True" in proc.stdout and "-> ok" in proc.stdout

@@ -187,31 +187,12 @@ def test_the_committed_h200_run_renders_to_its_committed_markdown():
     assert not_invariant(broken) == ["x"]
 
 
-@pytest.mark.parametrize("script, options", [("profile_entries.py", ("--library", "--cublas")),
-                                             ("profile_step.py", ("--library", "--cublas")),
-                                             ("copy_probe.py", ("--sizes-mb", "--json")),
-                                             ("host_profile.py", ("--candidate", "--json"))])
-def test_the_device_scripts_import_and_read_their_options_without_a_gpu(script, options):
-    """The profile scripts (profile_entries.py under ncu) and the gathered operators' copy probe and host profile
-    run only on a GPU: here, that their imports and options still hold."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
-    proc = subprocess.run([sys.executable, f"scripts/{script}", "--help"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0, proc.stderr
-    assert all(option in proc.stdout for option in options)
-
-
 def _profile_step():
     import importlib.util
 
     from tests.conftest import ROOT
 
-    spec = importlib.util.spec_from_file_location("profile_step", ROOT / "scripts" / "profile_step.py")
+    spec = importlib.util.spec_from_file_location("profile_step", ROOT / "tools" / "device" / "profile_step.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -229,42 +210,6 @@ def test_the_step_timeline_takes_each_kernels_median_duration_and_the_gap_before
     assert rows[1][1:] == (20.0, 2.0)  # durations 20, 20; gaps 1 and 3
     with pytest.raises(ValueError):
         per_kernel(spans[:5], replays=3)
-
-
-def _script(name: str):
-    import importlib.util
-
-    from tests.conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_the_mma_sync_sweep_loads_without_triton_and_keeps_only_tiles_that_fit():
-    """scripts/mma_sync_sweep.py runs on a GPU only; here, that it loads (Triton is imported at first use) and
-    that its tile grid leaves out what cannot fit: shared memory past the limit, accumulators that would spill,
-    tiles under 128 x 128, five stages of 64-wide k-tiles."""
-    import os
-
-    before = os.environ.get("DISABLE_MMA_V3")
-    try:
-        sweep = _script("mma_sync_sweep")
-        assert os.environ.get("DISABLE_MMA_V3") == "1"  # set before any Triton compile: mma.sync, not wgmma
-    finally:  # the script's setting stays out of the other tests
-        if before is None:
-            os.environ.pop("DISABLE_MMA_V3", None)
-        else:
-            os.environ["DISABLE_MMA_V3"] = before
-    tiles = list(sweep.configs((64, 128, 256), (64, 128, 256), (32, 64)))
-    assert tiles and len(tiles) == len({tuple(c.values()) for c in tiles})
-    for c in tiles:
-        assert (c["BM"] + c["BN"]) * c["BK"] * 2 * c["num_stages"] <= sweep.SMEM_LIMIT
-        assert c["BM"] * c["BN"] // (32 * c["num_warps"]) <= sweep.MAX_ACC_PER_THREAD
-        assert c["BM"] * c["BN"] >= 128 * 128 and not (c["BK"] == 64 and c["num_stages"] == 5)
-    assert dict(BM=256, BN=128, BK=64, num_warps=8, num_stages=3) in tiles  # the best forward tile at T = 256
-    assert dict(BM=256, BN=256, BK=32, num_warps=8, num_stages=3) not in tiles  # 256 accumulators a thread
 
 
 def test_kernel_bench_keeps_the_warm_ups_median_beside_the_kept_one():

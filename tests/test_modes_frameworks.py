@@ -259,7 +259,7 @@ KERNELS = "megatron/core/transformer/custom_layers/batch_invariant_kernels.py"
 
 
 def make_staging(root: Path, tamper: bool = False) -> Path:
-    """A staging laid out as scripts/stage_megatron.py install leaves it: stand-ins as the staged trees."""
+    """A staging laid out as tools/stage_megatron.py install leaves it: stand-ins as the staged trees."""
     shutil.copytree(STANDINS / "megatron_main", root / "megatron-lm")
     shutil.copytree(STANDINS / "megatron_016", root / "mcore")
     files = {f"{tree}/{KERNELS}": {"sha256": sha256_of(root / tree / KERNELS), "origin": origin}

@@ -1,4 +1,4 @@
-"""The sglang-kernels set (scripts/slim/sglang_kernels.py) and the availability of SGLang's two kernel candidates.
+"""The sglang-kernels set (tools/slim/sglang_kernels.py) and the availability of SGLang's two kernel candidates.
 
 Small wheels made here stand in for the registry's; nothing is downloaded. One test reads the real SGLang wheel
 when a previous `slim_frameworks.py download` left it under build/frameworks-wheels, and is skipped otherwise.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "tools"))
 
 from slim import pins, sglang_kernels  # noqa: E402
 from slim.record import wheel_record  # noqa: E402
@@ -92,7 +92,7 @@ def test_the_committed_digests_are_the_real_wheels_record():
     wheels = REPO / "build" / "frameworks-wheels"
     found = sorted(wheels.glob(f"sglang-{pins.SGLANG.version}-cp312-*.whl")) if wheels.is_dir() else []
     if not found:
-        pytest.skip("no SGLang wheel under build/frameworks-wheels (run scripts/slim_frameworks.py download)")
+        pytest.skip("no SGLang wheel under build/frameworks-wheels (run tools/slim_frameworks.py download)")
     sglang_kernels.check_against_record(sglang_kernels.read_kernel_files(), wheel_record(found[0]))
 
 

@@ -1,4 +1,4 @@
-"""scripts/slim_frameworks.py: slimmed wheels, vLLM's library in two parts, and report hashes against RECORD.
+"""tools/slim_frameworks.py: slimmed wheels, vLLM's library in two parts, and report hashes against RECORD.
 
 Small wheels made here stand in for the registry's; nothing is downloaded.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "tools"))
 
 from slim.library_parts import join_library, split_library, stage_part  # noqa: E402
 from slim.record import hex_to_record_digest, parse_record, record_digest_to_hex  # noqa: E402

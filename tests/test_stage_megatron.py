@@ -1,4 +1,4 @@
-"""scripts/stage_megatron.py: the fatbin reducer, the manifest and tarball, install's checks, check-report.
+"""tools/stage_megatron.py: the fatbin reducer, the manifest and tarball, install's checks, check-report.
 
 Everything runs on small inputs made here: an ELF file with a .nv_fatbin section built byte by byte, wheels
 with their RECORD, a fake Megatron-LM tree. Nothing is downloaded or compiled.
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "tools"))
 
 from slim import fatbin, megatron_pins, staging  # noqa: E402
 import stage_megatron  # noqa: E402

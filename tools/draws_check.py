@@ -2,7 +2,7 @@
 """One-call GPU check of adaln_bench.draws (issue 34): does the geometry kernel, told this GPU's SM count
 (132 on an H200), draw torch.randn/torch.rand bit for bit, first draws and later ones from one generator?
 
-    python3 scripts/draws_check.py [--sms 132] [--json out.json]
+    python3 tools/draws_check.py [--sms 132] [--json out.json]
 
 Runs from a copy of the repository (it puts its parent folder on sys.path). Builds the draw library on first use
 (nvcc + curand headers, ~10 s; ADALN_BENCH_KERNEL_CACHE picks the cache). Prints one line per case: EQUAL or how

@@ -1,18 +1,18 @@
 """Slimmed installs of real vLLM 0.33.0 and SGLang 0.5.23 for the GPU machine (no network, 64 MiB a call).
 
-    python3 scripts/slim_frameworks.py build [--out .carry/frameworks] [--wheels build/frameworks-wheels]
-    python3 scripts/slim_frameworks.py sizes [--out .carry/frameworks]
-    python3 scripts/slim_frameworks.py trace vllm|sglang --deps PATH[:PATH...]   # regenerate a file list
-    python3 scripts/slim_frameworks.py check-report REPORT.json --wheels DIR
-    python3 scripts/slim_frameworks.py kernels build [--out .carry/sglang-kernels]  # SGLang's two AdaLN kernels
+    python3 tools/slim_frameworks.py build [--out .carry/frameworks] [--wheels build/frameworks-wheels]
+    python3 tools/slim_frameworks.py sizes [--out .carry/frameworks]
+    python3 tools/slim_frameworks.py trace vllm|sglang --deps PATH[:PATH...]   # regenerate a file list
+    python3 tools/slim_frameworks.py check-report REPORT.json --wheels DIR
+    python3 tools/slim_frameworks.py kernels build [--out .carry/sglang-kernels]  # SGLang's two AdaLN kernels
   on the GPU machine:
-    python3 scripts/slim_frameworks.py kernels verify --site /tmp/site   # after pip install of its whl/
+    python3 tools/slim_frameworks.py kernels verify --site /tmp/site   # after pip install of its whl/
   and for vLLM's library, on the GPU machine:
-    python3 scripts/slim_frameworks.py stage --carried .carry/frameworks/stage1 --to $HOME/stage   # call 1
-    python3 scripts/slim_frameworks.py join --staged $HOME/stage --carried .carry/frameworks/stage2 --site /tmp/site
+    python3 tools/slim_frameworks.py stage --carried .carry/frameworks/stage1 --to $HOME/stage   # call 1
+    python3 tools/slim_frameworks.py join --staged $HOME/stage --carried .carry/frameworks/stage2 --site /tmp/site
 
-`build` downloads the wheels pinned in scripts/slim/requirements.lock, keeps of each framework the files
-its switch's import loads (scripts/slim/<name>-<version>.files, written by `trace`) and its whole
+`build` downloads the wheels pinned in tools/slim/requirements.lock, keeps of each framework the files
+its switch's import loads (tools/slim/<name>-<version>.files, written by `trace`) and its whole
 .dist-info, and cuts vLLM's compiled library into two xz parts: stage1/ holds part 1 (the first call),
 stage2/ part 2 and every wheel (the second call). docs/compat.md says what is left out and why.
 """
@@ -157,7 +157,7 @@ def trace(name: str, wheels: Path, deps: str) -> int:
     keep = [f for f in found["files"] if not f.endswith("/") and ".dist-info/" not in f
             and not f.startswith(tuple(framework.keep_whole))]
     header = [f"# {framework.name} {framework.version}: the files its switch's import loads (.dist-info is kept whole).",
-              f"# Written by `scripts/slim_frameworks.py trace {name}`; {len(keep)} files.",
+              f"# Written by `tools/slim_frameworks.py trace {name}`; {len(keep)} files.",
               "# Third-party distributions the import loaded on the tracing machine (pins.py lists what the GPU image lacks): " + ", ".join(found["distributions"])]
     framework.manifest.write_text("\n".join(header + keep) + "\n")
     print(f"{framework.manifest}: {len(keep)} files")
@@ -178,7 +178,7 @@ def report_check(report: Path, wheels: Path) -> int:
 
 
 def kernels(action: str, out: Path, wheels: Path, site: Path | None) -> int:
-    """`build`: the sglang-kernels set (scripts/slim/sglang_kernels.py); `verify`: its installed kernel files."""
+    """`build`: the sglang-kernels set (tools/slim/sglang_kernels.py); `verify`: its installed kernel files."""
     if action == "verify":
         if site is None:
             raise UserError("kernels verify needs --site (the folder the wheels were installed into)")

@@ -3,18 +3,18 @@
 The GPU machine has no network and one call of the device tool carries 64 MiB, working tree included, so
 everything travels as one tarball of at most about 45 MB. On a machine with PyPI, from the repository root:
 
-    python3 scripts/stage_megatron.py download                 # pinned wheels and sdist, hash-checked
-    python3 scripts/stage_megatron.py build-te-torch            # transformer_engine_torch against torch 2.11.0+cu130
-    python3 scripts/stage_megatron.py reduce-core               # TE's core libraries, sm_90 code only
-    python3 scripts/stage_megatron.py fetch-megatron-lm --repo GITDIR [--commit REV]  # megatron/ at REV
-    python3 scripts/stage_megatron.py pack [--out .carry/megatron]   # one tar.xz + manifest.json
+    python3 tools/stage_megatron.py download                 # pinned wheels and sdist, hash-checked
+    python3 tools/stage_megatron.py build-te-torch            # transformer_engine_torch against torch 2.11.0+cu130
+    python3 tools/stage_megatron.py reduce-core               # TE's core libraries, sm_90 code only
+    python3 tools/stage_megatron.py fetch-megatron-lm --repo GITDIR [--commit REV]  # megatron/ at REV
+    python3 tools/stage_megatron.py pack [--out .carry/megatron]   # one tar.xz + manifest.json
   on the GPU machine:
-    eval "$(python3 scripts/stage_megatron.py install --tarball .carry/megatron/megatron-stage.tar.xz \
+    eval "$(python3 tools/stage_megatron.py install --tarball .carry/megatron/megatron-stage.tar.xz \
         --dest /tmp/megatron-stage)"
-    python3 scripts/stage_megatron.py check-report REPORT.json --manifest /tmp/megatron-stage/manifest.json
+    python3 tools/stage_megatron.py check-report REPORT.json --manifest /tmp/megatron-stage/manifest.json
 
 The registry's files are used byte for byte, except the two core libraries, whose GPU code for other
-architectures is zeroed in place (scripts/slim/fatbin.py). manifest.json records every file's origin and
+architectures is zeroed in place (tools/slim/fatbin.py). manifest.json records every file's origin and
 hash, the versions, the torch the extension was built against, the libraries' RECORD and reduced hashes and
 the Megatron-LM commit; the Megatron modes read it through ADALN_BENCH_STAGING_MANIFEST.
 """
@@ -360,7 +360,7 @@ def pack(wheels: Path, te_wheel_dir: Path, core: Path, megatron_lm: Path, tree: 
     shutil.copytree(megatron_lm / "megatron", lm / "megatron")
     origins[f"{staging.LAYOUT['megatron_lm']}/megatron"] = f"{fetched['repo']} {fetched['commit']}:megatron"
     provenance = {
-        "created_by": "scripts/stage_megatron.py pack",
+        "created_by": "tools/stage_megatron.py pack",
         "python": pins.PYTHON_VERSION,
         "packages": packages,
         "transformer_engine_torch": built,

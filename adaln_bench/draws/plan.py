@@ -3,7 +3,7 @@
 Facts, read in PyTorch's source (aten/src/ATen/native/cuda/DistributionTemplates.h: calc_execution_policy,
 distribution_elementwise_grid_stride_kernel, distribution_nullary_kernel; CUDAGeneratorImpl.cpp:
 philox_cuda_state; TensorIterator.cpp: can_use_32bit_indexing, split, SplitUntil32Bit) at a recent 2.x snapshot;
-tests/gpu/test_draws_gpu.py and scripts/draws_check.py check them against the torch installed on a GPU:
+tests/gpu/test_draws_gpu.py and tools/draws_check.py check them against the torch installed on a GPU:
 
 * One launch: 256-thread blocks, ``blocks = min(ceil(numel / 256), sms * (threads_per_sm // 256))`` where
   threads_per_sm is the device's maxThreadsPerMultiProcessor (2048 on A100, H100, H200, B200). Call

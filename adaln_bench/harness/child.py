@@ -81,7 +81,7 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     notes = switch.switch.notes if switch.switch is not None else {}
     if "megatron_source_commit" in notes:
         result.environment.megatron_source_commit = notes["megatron_source_commit"]
-    if "staging" in notes:  # scripts/stage_megatron.py's manifest, as the mode read it
+    if "staging" in notes:  # tools/stage_megatron.py's manifest, as the mode read it
         import json
 
         result.environment.megatron_staging = json.loads(notes["staging"])

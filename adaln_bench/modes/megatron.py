@@ -5,7 +5,7 @@ megatron-core releases that have the module (0.16 on) take no argument and are T
 megatron_te_native is unavailable there. `--megatron-src PATH` imports a Megatron-LM checkout instead of
 the installed package. See docs/compat.md for what each release's switch does.
 
-When the libraries come from the staging that `scripts/stage_megatron.py install` unpacks, the variable
+When the libraries come from the staging that `tools/stage_megatron.py install` unpacks, the variable
 ADALN_BENCH_STAGING_MANIFEST names its manifest.json: the switch's notes then carry the staging's
 provenance (package versions, the core libraries' RECORD and reduced hashes and how they were reduced, the
 torch the extension was built against), whether the switch's file is the staged one, and, for the staged

@@ -139,7 +139,7 @@ def observe(mode: Mode, before: Mapping[str, str], switch: Optional[Switch],
         switch_path=switch.path if switch else None,
         reference_mode_off=(switch.off is not None) if switch else (True if settings_restorable else None),
         module_file=switch.module_file if switch else None,
-        # Compared with the wheel's RECORD (scripts/slim_frameworks.py check-report): a stand-in cannot pass.
+        # Compared with the wheel's RECORD (tools/slim_frameworks.py check-report): a stand-in cannot pass.
         module_sha256=file_sha256(switch.module_file) if switch else None,
         matmul_path=switch.matmul_path if switch else None,
     )

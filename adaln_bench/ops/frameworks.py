@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 # What SGLang 0.5.23 pins for its two AdaLN kernels (its METADATA: apache-tvm-ffi==0.1.11,
-# nvidia-cutlass-dsl[cu13]==4.8.0). scripts/slim/sglang_kernels.py stages the first, not the second.
+# nvidia-cutlass-dsl[cu13]==4.8.0). tools/slim/sglang_kernels.py stages the first, not the second.
 TVM_FFI = "apache-tvm-ffi 0.1.11"
 CUTLASS_DSL_NOT_STAGED = (
     "nvidia-cutlass-dsl 4.8.0[cu13], SGLang 0.5.23's pin for its CuTe DSL kernels, is not installed; the "
@@ -68,7 +68,7 @@ def _sglang_module_reason(module: str) -> Optional[str]:
         return None
     if missing == "sglang" or missing.startswith("sglang."):
         return (f"ModuleNotFoundError: No module named {missing!r} (this SGLang install lacks the kernel: the sglang "
-                "mode's slimmed install carries only what its switch imports; `scripts/slim_frameworks.py kernels "
+                "mode's slimmed install carries only what its switch imports; `tools/slim_frameworks.py kernels "
                 "build` stages SGLang with its kernels)")
     return f"ModuleNotFoundError: No module named {missing!r} (a dependency of {module})"
 

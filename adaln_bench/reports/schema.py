@@ -250,7 +250,7 @@ class Environment(_Model):
     tf32: Optional[bool]
     libraries: dict[str, Optional[str]]
     megatron_source_commit: Optional[str] = None
-    # Added here: where a staged Megatron / Transformer Engine came from (scripts/stage_megatron.py's manifest:
+    # Added here: where a staged Megatron / Transformer Engine came from (tools/stage_megatron.py's manifest:
     # package versions, the core library's RECORD hash, its reduced hash and how it was made, the source commit).
     megatron_staging: Optional[dict] = None
     # Added here: SGLang's bf16 matmul path as its modes observed it ("triton_persistent" or "deepgemm").
@@ -281,7 +281,7 @@ class ModeObservation(_Model):
     switch_path: Optional[str] = None
     reference_mode_off: Optional[bool] = None
     # The file that defines the switch and its SHA-256 (hex): a stand-in can have the same version string,
-    # not the same bytes as the wheel's file (scripts/slim_frameworks.py check-report compares them).
+    # not the same bytes as the wheel's file (tools/slim_frameworks.py check-report compares them).
     module_file: Optional[str] = None
     module_sha256: Optional[str] = None
     # The staged module the switch came from (a Megatron staging), when there is one.

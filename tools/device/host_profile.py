@@ -5,8 +5,8 @@ over a burst, synchronized once at the end), the device time of the same step re
 torch.profiler's top CPU ops of a few steps.
 
 Why: final_adaln_out's bundled step took 1.37-1.41 ms host-inclusive at S = 4097 and 32768 against 200 / 654 us of
-device time (results/h200/final_adaln_out/*.7a100a7.*), while norm_modulate's was device-bound at 32768.
-Usage (on the GPU machine): python3 scripts/host_profile.py [--op final_adaln_out] [--sizes 4097,32768]
+device time (its 7a100a7 report, kept in results/h200/history/final_adaln_out/), while norm_modulate's was device-bound at 32768.
+Usage (on the GPU machine): python3 tools/device/host_profile.py [--op final_adaln_out] [--sizes 4097,32768]
   [--json PATH] [--top 25]
 """
 from __future__ import annotations

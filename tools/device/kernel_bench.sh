@@ -2,15 +2,16 @@
 # One device call for the bundled kernel: the carried wheels and prebuilt libraries, then
 # `adaln-bench kernel-bench` with the given options (output under $OUT), optionally the bundled kernel's GPU
 # tests (cold start included) on the shipped build. Logs end up packed in $OUT/logs.tgz.
-# Usage (on the GPU machine, from the repo root): bash scripts/device_kernel_bench.sh [kernel-bench options…]
+# Usage (on the GPU machine, from the repo root): bash tools/device/kernel_bench.sh [kernel-bench options…]
 #   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (pydantic, nvidia-cutlass)
 #   .carry/kernel-cache, when carried: prebuilt libraries (else they are built there, from CUTLASS's wheel)
 #   GPU_TESTS=1: pytest tests/gpu/test_bundled_gpu.py and tests/gpu/test_cold_start_gpu.py afterwards, then
 #     tests/gpu/test_bundled_gpu.py again with the portable path forced (ADALN_BENCH_BUNDLED_PATH=portable);
 #     GPU_TESTS_FILTER=expr: only the tests pytest -k expr selects
 #   ADALN_BENCH_COMMIT / ADALN_BENCH_DIRTY: the commit to record (the copy there may have no usable .git)
+case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
 set -uo pipefail
-source "$(dirname "$0")/device_setup.sh"
+source "$(dirname "$0")/setup.sh"
 start=$(date +%s)
 python3 -m adaln_bench kernel-bench --out "$OUT" "$@" > "$OUT/kernel_bench.stdout" 2> "$OUT/kernel_bench.stderr"
 rc=$?

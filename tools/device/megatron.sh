@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# One device call for the real Megatron modes: install the carried staging (scripts/stage_megatron.py), check
+# One device call for the real Megatron modes: install the carried staging (tools/stage_megatron.py), check
 # Transformer Engine against FP64, check each Megatron switch, then one `adaln-bench run` of the three Megatron
 # modes from the staged Megatron-LM main tree, and check the report's switch files against the staging.
-# Usage (on the GPU machine, from the repo root; carry .carry/megatron): bash scripts/device_megatron.sh [run options…]
+# Usage (on the GPU machine, from the repo root; carry .carry/megatron): bash tools/device/megatron.sh [run options…]
 #   run options replace the default `--mode megatron_te_native --mode megatron_triton --mode megatron_triton_ieee
 #   --repeat 3`; --device cuda, --megatron-src and --out are always given.
 #   TARBALL (default .carry/megatron/megatron-stage.tar.xz), STAGE (default /tmp/megatron-stage),
@@ -12,16 +12,17 @@
 #   SKIP_CHECKS=1: skip the TE and switch checks (about a minute), e.g. when a run needs the time.
 #   EXTRA_RUN="run options": after the Megatron run, one more `adaln-bench run` with TE importable from the
 #   staging (e.g. TE's RMSNorm as a norm_modulate candidate), into $OUT/$NAME-extra/, log $OUT/$NAME-extra.log.
+case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
 set -uo pipefail
 NAME=${NAME:-megatron}
 TARBALL=${TARBALL:-.carry/megatron/megatron-stage.tar.xz}
 STAGE=${STAGE:-/tmp/megatron-stage}
-source "$(dirname "$0")/device_setup.sh"
+source "$(dirname "$0")/setup.sh"
 t0=$(date +%s)
 since() { echo "$(( $(date +%s) - t0 )) s"; }
 
 echo "== install $TARBALL"
-python3 scripts/stage_megatron.py install --tarball "$TARBALL" --dest "$STAGE" > "$OUT/exports.sh" 2> "$OUT/install.log"
+python3 tools/stage_megatron.py install --tarball "$TARBALL" --dest "$STAGE" > "$OUT/exports.sh" 2> "$OUT/install.log"
 rc=$?
 cat "$OUT/install.log"
 [ $rc -eq 0 ] || { echo "install failed (exit $rc)"; exit 1; }
@@ -31,11 +32,11 @@ echo "installed after $(since)"
 
 if [ -z "${SKIP_CHECKS:-}" ]; then
 echo "== Transformer Engine against FP64 (plain, then after Megatron main's triton and te_native switches)"
-timeout 120 python3 scripts/device_te_check.py --out "$OUT/te-check.json" > "$OUT/te-check.log" 2>&1
+timeout 120 python3 tools/device/te_check.py --out "$OUT/te-check.json" > "$OUT/te-check.log" 2>&1
 echo "te-check exit $?"; grep -v '^\[' "$OUT/te-check.log" | tail -n 12
 for backend in triton te_native; do
   env_ws=(); [ "$backend" = te_native ] && env_ws=(CUBLASLT_WORKSPACE_SIZE=0)
-  env ${env_ws[@]+"${env_ws[@]}"} timeout 90 python3 scripts/device_te_check.py --megatron-backend "$backend" \
+  env ${env_ws[@]+"${env_ws[@]}"} timeout 90 python3 tools/device/te_check.py --megatron-backend "$backend" \
     --out "$OUT/te-check-$backend.json" > "$OUT/te-check-$backend.log" 2>&1
   echo "te-check after Megatron $backend exit $?"; grep -v '^\[' "$OUT/te-check-$backend.log" | tail -n 6
 done
@@ -88,7 +89,7 @@ grep -v '^\[' "$OUT/$NAME.log" | tail -c 2500
 for report in "$OUT/$NAME"/*/*.json; do
   [ -f "$report" ] || continue
   case "$report" in */runs/*) continue ;; esac  # the run index lists reports; it is not one
-  python3 scripts/stage_megatron.py check-report "$report" --manifest "$STAGE/manifest.json" \
+  python3 tools/stage_megatron.py check-report "$report" --manifest "$STAGE/manifest.json" \
     >> "$OUT/check-report.txt" 2>&1
   echo "check-report $(basename "$report") exit $?"
 done

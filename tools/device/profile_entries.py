@@ -1,8 +1,8 @@
 """Run the bundled kernel's C entry points (and cuBLAS's matching GEMMs) once each inside a profiler range, for
 Nsight Compute: where a kernel's time goes (DRAM and L2 traffic, throughput against peak), which kernel-bench's
-device times cannot say. Run under ncu with --profile-from-start off (scripts/device_profile.sh does).
+device times cannot say. Run under ncu with --profile-from-start off (tools/device/profile.sh does).
 
-Usage: python3 scripts/profile_entries.py --library sm90 [--library NAME=FILE.so ...] --sizes 4,64 [--cublas]
+Usage: python3 tools/device/profile_entries.py --library sm90 [--library NAME=FILE.so ...] --sizes 4,64 [--cublas]
 """
 from __future__ import annotations
 

@@ -3,11 +3,9 @@ each kernel's duration and the idle gap before it, median over the steps, from t
 records. Says where a step's time goes beyond the C entry points alone (kernel-bench's second table): the
 boundaries between kernels, which no single entry point shows. A negative gap is an overlap: with programmatic
 dependent launch (the sm90 path since v13) a kernel's first block may start, and wait, before the kernel before
-it ends. (Before commit 20e669b each graph held one step,
-so the first kernel's gap was the graph's launch: the outputs committed under results/h200/archive/kernel_bench/ from
-kb30, a4b8538 and 3f67e53 were made that way.)
+it ends.
 
-Usage (GPU): python3 scripts/profile_step.py -l sm90 [-l NAME=FILE.so ...] [--cublas] --sizes 64 [--replays 20]
+Usage (GPU): python3 tools/device/profile_step.py -l sm90 [-l NAME=FILE.so ...] [--cublas] --sizes 64 [--replays 20]
 """
 from __future__ import annotations
 

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # One device call for a committed report: the carried wheels, optionally a quick GPU smoke run, then one
 # `adaln-bench run` with the given options, its summary, and the report under $OUT.
-# Usage (on the GPU machine, from the repo root): bash scripts/device_report.sh [run options…]
+# Usage (on the GPU machine, from the repo root): bash tools/device/report.sh [run options…]
 #   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (none: skip)
 #   .carry/kernel-cache, when carried: prebuilt bundled-kernel libraries (else they are built there)
 #   SMOKE=1: a tiny quick plain run first; REPORT_GPU_TESTS=pattern: pytest tests/gpu -k pattern after the run
-#   (not GPU_TESTS, which device_kernel_bench.sh reads as a flag: one call running both once ran `-k 1`)
+#   (not GPU_TESTS, which kernel_bench.sh reads as a flag: one call running both once ran `-k 1`)
 #   NAME=report (default): the report is $OUT/$NAME.json, its log $OUT/$NAME.log
+case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
 set -uo pipefail
 NAME=${NAME:-report}
-source "$(dirname "$0")/device_setup.sh"
+source "$(dirname "$0")/setup.sh"
 if [ -n "${SMOKE:-}" ]; then
   python3 -m adaln_bench run --device cuda --preset tiny --quick --mode plain --quiet --out "$OUT/smoke.json" \
     > "$OUT/smoke.log" 2>&1 || { echo "smoke run failed"; tail -20 "$OUT/smoke.log"; exit 1; }

@@ -1,6 +1,10 @@
-# Sourced by the one-call GPU scripts (device_report.sh, device_kernel_bench.sh, device_profile.sh): carried
+# Sourced by the one-call GPU scripts (report.sh, kernel_bench.sh, profile.sh): carried
 # wheels into /tmp/site, PYTHONPATH, the carried kernel cache, CUTLASS's headers, and the GPU's state into $OUT.
 # OUT (default /tmp/out) and WHEELS (default .carry/whl) may be set by the caller.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then  # run, not sourced: only --help means anything
+  case "${1:-}" in -h | --help) awk '/^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
+  echo "setup.sh is sourced by the other wrappers: source it, or see --help" >&2; exit 2
+fi
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 WHEELS=${WHEELS:-.carry/whl}

@@ -1,10 +1,10 @@
 """On the GPU machine, before the harness: SGLang's two AdaLN kernels, called once each, outside the harness.
 
-    python3 scripts/sglang_kernels_check.py kernels            # after scripts/device_sglang_kernels.sh installed the set
-    python3 scripts/sglang_kernels_check.py summary REPORT_DIR # after the harness wrote its reports there
+    python3 tools/device/sglang_kernels_check.py kernels            # after tools/device/sglang_kernels.sh installed the set
+    python3 tools/device/sglang_kernels_check.py summary REPORT_DIR # after the harness wrote its reports there
 
 timestep_sinusoid's JIT kernel: the import, then the first call (SGLang's load_jit: ninja, nvcc, tvm-ffi),
-timed; the output against the FP64 formula of OPS.md §2.1, and row 5 of a 4097-row batch against the same
+timed; the output against the FP64 sinusoid formula (docs/spec.md), and row 5 of a 4097-row batch against the same
 row alone. norm_modulate's CuTe DSL kernel: the candidate's availability reason, and the import's own error.
 `summary`: from the harness's reports under REPORT_DIR (its --out), one line per operator and candidate.
 """
@@ -70,7 +70,9 @@ def summary(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["summary"] and len(sys.argv) == 3:
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__)
+    elif sys.argv[1:2] == ["summary"] and len(sys.argv) == 3:
         summary(Path(sys.argv[2]))
     elif sys.argv[1:] == ["kernels"]:
         for step in (jit_kernel, cute_kernel):

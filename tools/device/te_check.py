@@ -1,7 +1,7 @@
 """GPU machine, after `stage_megatron.py install`: Transformer Engine imports, and its Linear and RMSNorm run
 forward and backward in bf16 and fp32, each output and gradient checked against an FP64 reference.
 
-    python3 scripts/device_te_check.py [--megatron-backend triton|te_native] [--out FILE.json]
+    python3 tools/device/te_check.py [--megatron-backend triton|te_native] [--out FILE.json]
 
 With --megatron-backend, Megatron's enable_batch_invariant_mode(backend=...) from the tree named by
 $ADALN_BENCH_MEGATRON_LM (the staged Megatron-LM main) is switched on first, so the same checks run on TE

@@ -34,7 +34,7 @@ SECTION = ".nv_fatbin"
 
 METHOD = ("payloads of .nv_fatbin entries whose architecture is not kept overwritten with zeros in place; "
           "every ELF byte, fatbin header and entry header unchanged; kept entries' payloads byte for byte "
-          "(scripts/slim/fatbin.py reduce_to_arches)")
+          "(tools/slim/fatbin.py reduce_to_arches)")
 
 
 @dataclass(frozen=True)

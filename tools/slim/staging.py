@@ -1,6 +1,6 @@
 """The Megatron / Transformer Engine staging: its manifest, one deterministic tarball, installing it.
 
-`scripts/stage_megatron.py pack` lays the staging out as a tree, writes `manifest.json` (every file's
+`tools/stage_megatron.py pack` lays the staging out as a tree, writes `manifest.json` (every file's
 SHA-256, size and origin, plus the provenance: package versions, the torch the extension was built
 against, the core libraries' original and reduced hashes and how they were reduced, the Megatron-LM
 commit) and packs it into one tar.xz whose bytes depend only on the files. `install` runs on the GPU
@@ -165,7 +165,7 @@ def torch_mismatch(built: dict, version: Optional[str], git_version: Optional[st
         return None
     return (f"transformer_engine_torch was built against torch {built.get('torch')} "
             f"(git {built.get('torch_git_version')}), but this torch is {version} (git {git_version}): "
-            f"rebuild it with `scripts/stage_megatron.py build-te-torch` against this torch's wheel")
+            f"rebuild it with `tools/stage_megatron.py build-te-torch` against this torch's wheel")
 
 
 def exports(dest: Path, manifest: dict, lib_dirs: tuple[Path, ...] = ()) -> list[str]:

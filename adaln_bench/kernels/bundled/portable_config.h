@@ -61,7 +61,7 @@
 #define ADALN_PORTABLE_DW_SWIZZLE 1
 #endif
 // The dW GEMM's pipeline depth (cp.async stages; K = T is short: 8 k-tiles at T = 256). 3 stages (the depth of
-// Triton's best mma.sync dW tile, results/h200/mma_sync/) took 0.6-1.5 % off dW alone at T = 256 and nothing off
+// Triton's best mma.sync dW tile in a one-off sweep) took 0.6-1.5 % off dW alone at T = 256 and nothing off
 // forward + backward (NOTES.md "v16 run 37"): kept at 4.
 #ifndef ADALN_PORTABLE_DW_STAGES
 #define ADALN_PORTABLE_DW_STAGES 4

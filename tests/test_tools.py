@@ -1,0 +1,139 @@
+"""tools/: every maintainer tool and device wrapper answers --help, and no module of the tree imports a module
+(or a name of one) that does not exist."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+import forked
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / "tools"
+WRAPPERS = sorted((TOOLS / "device").glob("*.sh"))
+PY_TOOLS = sorted([*TOOLS.glob("*.py"), *(TOOLS / "device").glob("*.py")])
+
+
+def test_the_device_folder_has_a_readme_naming_every_wrapper_and_tool():
+    readme = (TOOLS / "device" / "README.md").read_text(encoding="utf-8")
+    for path in [*WRAPPERS, *(TOOLS / "device").glob("*.py")]:
+        assert f"`{path.name}`" in readme, f"tools/device/README.md does not describe {path.name}"
+
+
+@pytest.mark.parametrize("script", WRAPPERS, ids=lambda p: p.name)
+def test_each_device_wrapper_answers_help_without_running_anything(script, tmp_path):
+    # OUT points at an empty folder: a wrapper that went past --help would write there.
+    proc = subprocess.run(["bash", str(script), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "OUT": str(tmp_path / "out")})
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) >= 2 and not proc.stdout.startswith("#")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("script", PY_TOOLS, ids=lambda p: p.relative_to(TOOLS).as_posix())
+def test_each_python_tool_answers_help(script):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = forked.run("script", str(script), ["--help"], env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip()
+
+
+# --- imports that resolve ------------------------------------------------------------------------------------
+
+# First-party packages and the folder each is imported from: tools/*.py put tools/ on sys.path for `slim`.
+PACKAGES = {"adaln_bench": ROOT, "slim": TOOLS, "tests": ROOT}
+
+
+def module_file(name: str) -> Optional[Path]:
+    top, *rest = name.split(".")
+    path = PACKAGES[top].joinpath(top, *rest)
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    if path.with_suffix(".py").is_file():
+        return path.with_suffix(".py")
+    return None
+
+
+def defined_names(path: Path) -> Optional[set[str]]:
+    """The names a module defines at its top level (or in if/try blocks there); None when it cannot be told
+    (a star import or a module __getattr__)."""
+    names: set[str] = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    if alias.name == "*":
+                        return False
+                    names.add(alias.asname or alias.name.split(".")[0])
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for part in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []),
+                             *[h.body for h in getattr(node, "handlers", [])]):
+                    if visit(part) is False:
+                        return False
+        return True
+
+    if visit(tree.body) is False or "__getattr__" in names:
+        return None
+    return names
+
+
+def first_party_imports(path: Path):
+    """(line, module, name or None) of each import of a first-party module in a file, relative ones resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = None  # the package a relative import is relative to
+    for top, base in PACKAGES.items():
+        if base / top in path.parents:
+            package = ".".join(path.relative_to(base).parts[:-1])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in PACKAGES:
+                    yield node.lineno, alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                parts = (package or "").split(".")
+                module = ".".join(parts[:len(parts) - node.level + 1] + ([module] if module else []))
+            if module.split(".")[0] in PACKAGES:
+                for alias in node.names:
+                    yield node.lineno, module, alias.name
+
+
+def test_no_module_imports_a_module_or_name_that_does_not_exist():
+    files = sorted([*(ROOT / "adaln_bench").rglob("*.py"), *TOOLS.rglob("*.py")])
+    assert len(files) > 100
+    missing = []
+    for path in files:
+        for line, module, name in first_party_imports(path):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            target = module_file(module)
+            if target is None:
+                missing.append(f"{where}: no module {module}")
+                continue
+            if name is None or name == "*" or module_file(f"{module}.{name}") is not None:
+                continue
+            names = defined_names(target)
+            if names is not None and name not in names:
+                missing.append(f"{where}: {module} has no {name}")
+    assert missing == []
+
+
+def test_the_import_check_finds_a_module_that_is_gone(tmp_path):
+    gone = tmp_path / "gone.py"
+    gone.write_text("from adaln_bench.harness.inputs import make_params\nfrom adaln_bench.errors import NoSuchError\n")
+    found = list(first_party_imports(gone))
+    assert [(m, n) for _, m, n in found] == [("adaln_bench.harness.inputs", "make_params"),
+                                             ("adaln_bench.errors", "NoSuchError")]
+    assert module_file("adaln_bench.harness.inputs") is None
+    assert "NoSuchError" not in defined_names(module_file("adaln_bench.errors"))
