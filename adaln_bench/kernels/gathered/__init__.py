@@ -23,13 +23,12 @@ batch. Every table / parameter gradient (d_table, dw, dsh, dsc, d_gate, dnw, fin
 sum in an order fixed by the data and S only (8·C lanes of consecutive tokens summed in ascending order, the
 8 lanes of a chunk folded in lane order, the C chunks in chunk order, C = min(CMAX, ceil(S/512))), rounded
 to bf16 once; no atomics anywhere, so it repeats bit for bit run to run and on GPUs of any SM count.
-Workspace (fp32 chunk partials, torch.empty on the current stream; the two-pass norm backward's): at H = 5376 at
-most 2.3 MB (norm_modulate), 1.2 MB (gate_residual), 2.3 MB (row_gather), 1.0 MB (final_adaln_out), whatever S is.
-norm_modulate's and final_adaln_out's backward runs in one pass over x and dy by default where H <= 6144 (measured
-on an H200; NOTES.md section 6): each table entry's rows in token order, in tiles of ceil(S / (126 - entries)) rows
+Workspace (fp32 chunk partials, torch.empty on the current stream): at H = 5376 at most 1.2 MB (gate_residual)
+and 2.3 MB (row_gather), whatever S is. norm_modulate's and final_adaln_out's backward runs in one pass over x
+and dy where H <= 6144: each table entry's rows in token order, in tiles of ceil(S / (126 - entries)) rows
 folded in order, rounded once; 5.4-5.9 MB of workspace at H = 5376 (4 B a token plus 5.4 MB of tile partials).
-``ADALN_BENCH_GATHERED_NORM_BACKWARD=1`` picks the two passes (other bits, the same contract);
-``library_details(device)`` says which runs.
+Wider rows take two passes (a row kernel for dx, then a column kernel over fp32 chunk partials): other bits, the
+same contract. ``library_details(device)`` says which runs.
 
 Requirements (ValueError before any C call): bf16 / int64 / f32 dtypes as above, the shapes above, H a
 positive multiple of 8 (16-byte vector loads), at most 65536; all inputs on one CUDA device, contiguous,

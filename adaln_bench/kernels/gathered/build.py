@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 SOURCE = "gathered.cu"
 HEADERS = ("norm_onepass.cuh",)  # included by SOURCE; part of the cache key
 LIB_NAME = "libadaln_gathered.so"
-ABI_VERSION = 3
+ABI_VERSION = 4
 FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-shared")
 
 # op codes of gat_workspace_bytes / gat_chunking
@@ -148,16 +148,10 @@ class Library:
         L.gat_chunking.restype = None
         L.gat_row_threads.argtypes = [_i64]
         L.gat_row_threads.restype = ctypes.c_int
-        L.gat_set_column_variant.argtypes = [ctypes.c_int]
-        L.gat_set_column_variant.restype = ctypes.c_int
-        L.gat_set_norm_backward.argtypes = [ctypes.c_int]
-        L.gat_set_norm_backward.restype = ctypes.c_int
         L.gat_norm_backward_path.argtypes = [_i64]
         L.gat_norm_backward_path.restype = ctypes.c_int
         L.gat_onepass_tiling.argtypes = [_i64, _i64, _i32, *[ctypes.POINTER(_i64)] * 3]
         L.gat_onepass_tiling.restype = None
-        L.gat_set_onepass_ring.argtypes = [ctypes.c_int]
-        L.gat_set_onepass_ring.restype = ctypes.c_int
         L.gat_onepass_ring.argtypes = [_i64, _i64]
         L.gat_onepass_ring.restype = ctypes.c_int
         for name, args in _SIGNATURES.items():
@@ -178,24 +172,8 @@ class Library:
         self._lib.gat_chunking(op, s, ne, ctypes.byref(c), ctypes.byref(l))
         return c.value, l.value
 
-    def set_column_variant(self, v: int) -> int:
-        """1: column kernels with rows in registers (v1); 2: cp.async ring (v2, the default). Same bits either way.
-        Process-wide; returns the previous variant."""
-        old = int(self._lib.gat_set_column_variant(v))
-        if old < 0:
-            raise ValueError(f"column variant must be 1 or 2, got {v}")
-        return old
-
-    def set_norm_backward(self, v: int) -> int:
-        """norm_modulate / final_adaln_out backward: 1 two passes over x and dy, 2 one pass (the default; H <= 6144,
-        else two passes anyway). Process-wide, read when a backward is launched (or captured); returns the previous."""
-        old = int(self._lib.gat_set_norm_backward(v))
-        if old < 0:
-            raise ValueError(f"norm backward must be 1 or 2, got {v}")
-        return old
-
     def norm_backward_path(self, h: int) -> int:
-        """The norm backward a call at this H runs now: 1 (two passes) or 2 (one pass)."""
+        """The norm backward a call at this H runs: 2 (one pass, H <= 6144) or 1 (two passes, wider rows)."""
         return int(self._lib.gat_norm_backward_path(h))
 
     def onepass_tiling(self, s: int, h: int, ne: int = 9) -> tuple[int, int, int]:
@@ -203,14 +181,6 @@ class Library:
         out = [_i64() for _ in range(3)]
         self._lib.gat_onepass_tiling(s, h, ne, *[ctypes.byref(v) for v in out])
         return tuple(v.value for v in out)
-
-    def set_onepass_ring(self, v: int) -> int:
-        """The one-pass kernel's ring: 0 the deeper one (10 rows) where it fits the device's shared memory (the
-        default), 8 always 8 rows. Same bits either way. Process-wide, read at each launch; returns the previous."""
-        old = int(self._lib.gat_set_onepass_ring(v))
-        if old < 0:
-            raise ValueError(f"one-pass ring must be 0 (deepest that fits) or 8, got {v}")
-        return old
 
     def onepass_ring(self, h: int, smem_optin: int) -> int:
         """The rows a one-pass call at H stages on a device with `smem_optin` bytes of shared memory per block."""

@@ -21,7 +21,7 @@
 #include <cstdio>
 
 #define GAT_API extern "C" __attribute__((visibility("default")))
-#define GAT_ABI_VERSION 3
+#define GAT_ABI_VERSION 4  // 4: the process-wide variant switches are gone
 
 enum GatStatus {
   GAT_OK = 0,
@@ -43,7 +43,6 @@ typedef char* Err;
 
 constexpr int kLanes = 8;           // warps of a column CTA; one lane of tokens each
 constexpr int kRowsPerChunk = 512;  // C = min(CMAX, ceil(S / 512))
-constexpr int kUnroll = 4;          // rows of a lane in flight at once
 constexpr float kNaN = __builtin_nanf("");
 
 // CMAX per column kernel (see NOTES.md: all CTAs of one launch resident at once at H = 5376 on an H200).
@@ -221,191 +220,10 @@ __device__ __forceinline__ void fold_lanes(float (&acc)[NE][NQ][CPT], float* buf
   }
 }
 
-// row_gather backward: d_table[k][col] = sum over rows s with k_s = k of dy_{col / H}[s][col % H]. Columns of
-// the 6H-wide table; CPT = 8 (a thread's 8 columns lie within one dy since H % 8 == 0).
-template <int NE>
-__global__ void __launch_bounds__(256) gather_bwd_col_kernel(const bf16* d0, const bf16* d1, const bf16* d2,
-                                                             const bf16* d3, const bf16* d4, const bf16* d5,
-                                                             const int64_t* __restrict__ ti,
-                                                             const int64_t* __restrict__ tags, int64_t S, int H,
-                                                             int64_t L, float* ws) {
-  constexpr int CPT = 8, NQ = 1;
-  __shared__ float buf[kLanes * NQ * 32 * CPT];
-  const int lane = threadIdx.x >> 5, t = threadIdx.x & 31;
-  const int64_t ncols = 6LL * H;
-  const int64_t col_base = (int64_t)blockIdx.x * 32 * CPT;
-  const int64_t col = col_base + t * CPT;
-  const bool colok = col < ncols;
-  const int j = colok ? (int)(col / H) : 0;
-  const int64_t cin = col - (int64_t)j * H;
-  const bf16* dsel[6] = {d0, d1, d2, d3, d4, d5};
-  const bf16* dj = dsel[j];
-  const bool active = colok && dj != nullptr;
-  float acc[NE][NQ][CPT];
-#pragma unroll
-  for (int e = 0; e < NE; ++e)
-#pragma unroll
-    for (int c = 0; c < CPT; ++c) acc[e][0][c] = 0.f;
-  const int64_t g = (int64_t)blockIdx.y * kLanes + lane;
-  const int64_t r0 = g * L;
-  const int64_t r1 = r0 + L < S ? r0 + L : S;
-  if (active) {
-    for (int64_t i = r0; i < r1; i += kUnroll) {
-      uint4 v[kUnroll];
-      int k[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t ii = i + u;
-        k[u] = -1;
-        if (ii < r1) {
-          const int64_t a = ti[ii], b = tags[ii];
-          if (a >= 0 && a < 3 && b >= 0 && b < 3) k[u] = (int)(a * 3 + b);
-          v[u] = ld<8>(dj + ii * H + cin);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        float f[CPT];
-        unpack<8>(v[u], f);
-#define ACC_BODY(E, c) acc[E][0][c] += f[c];
-        GAT_ACC_SWITCH(k[u])
-#undef ACC_BODY
-      }
-    }
-  }
-  fold_lanes<NE, NQ, CPT>(acc, buf, ws, ncols, col_base);
-}
-
-// norm_modulate backward, column part: P[k] = sum dy * x * rstd, Q[k] = sum dy over rows with idx = k.
-template <int NE>
-__global__ void __launch_bounds__(256) norm_bwd_col_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ x,
-                                                           const float* __restrict__ rstd,
-                                                           const int64_t* __restrict__ idx, int ne, int64_t S, int H,
-                                                           int64_t L, float* ws) {
-  constexpr int CPT = 4, NQ = 2;
-  __shared__ float buf[kLanes * NQ * 32 * CPT];
-  const int lane = threadIdx.x >> 5, t = threadIdx.x & 31;
-  const int64_t col_base = (int64_t)blockIdx.x * 32 * CPT;
-  const int64_t col = col_base + t * CPT;
-  const bool colok = col < H;
-  float acc[NE][NQ][CPT];
-#pragma unroll
-  for (int e = 0; e < NE; ++e)
-#pragma unroll
-    for (int q = 0; q < NQ; ++q)
-#pragma unroll
-      for (int c = 0; c < CPT; ++c) acc[e][q][c] = 0.f;
-  const int64_t g = (int64_t)blockIdx.y * kLanes + lane;
-  const int64_t r0 = g * L;
-  const int64_t r1 = r0 + L < S ? r0 + L : S;
-  if (colok) {
-    for (int64_t i = r0; i < r1; i += kUnroll) {
-      uint2 xv[kUnroll], dv[kUnroll];
-      int k[kUnroll];
-      float rs[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t ii = i + u;
-        k[u] = -1;
-        if (ii < r1) {
-          const int64_t kk = idx[ii];
-          if (kk >= 0 && kk < ne) k[u] = (int)kk;
-          rs[u] = rstd[ii];
-          xv[u] = ld<4>(x + ii * H + col);
-          dv[u] = ld<4>(dy + ii * H + col);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        float xf[CPT], df[CPT], p[CPT];
-        unpack<4>(xv[u], xf);
-        unpack<4>(dv[u], df);
-#pragma unroll
-        for (int c = 0; c < CPT; ++c) p[c] = df[c] * (xf[c] * rs[u]);
-#define ACC_BODY(E, c)    \
-  acc[E][0][c] += p[c];   \
-  acc[E][1][c] += df[c];
-        GAT_ACC_SWITCH(k[u])
-#undef ACC_BODY
-      }
-    }
-  }
-  fold_lanes<NE, NQ, CPT>(acc, buf, ws, H, col_base);
-}
-
-// gate_residual backward: d_y = bf16(dout * gate[k]) per row (as stock), and the column sums
-// d_gate[k] = sum dout * y (products exact in fp32).
-template <int NE>
-__global__ void __launch_bounds__(256) gate_bwd_col_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ y,
-                                                           const bf16* __restrict__ gate,
-                                                           const int64_t* __restrict__ idx, int64_t S, int H,
-                                                           int64_t L, bf16* dyout, bool want_dgate, float* ws) {
-  constexpr int CPT = 4, NQ = 1;
-  __shared__ float buf[kLanes * NQ * 32 * CPT];
-  const int lane = threadIdx.x >> 5, t = threadIdx.x & 31;
-  const int64_t col_base = (int64_t)blockIdx.x * 32 * CPT;
-  const int64_t col = col_base + t * CPT;
-  const bool colok = col < H;
-  float acc[NE][NQ][CPT];
-#pragma unroll
-  for (int e = 0; e < NE; ++e)
-#pragma unroll
-    for (int c = 0; c < CPT; ++c) acc[e][0][c] = 0.f;
-  const int64_t g = (int64_t)blockIdx.y * kLanes + lane;
-  const int64_t r0 = g * L;
-  const int64_t r1 = r0 + L < S ? r0 + L : S;
-  if (colok) {
-    for (int64_t i = r0; i < r1; i += kUnroll) {
-      uint2 ov[kUnroll], yv[kUnroll];
-      int k[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t ii = i + u;
-        k[u] = -1;
-        if (ii < r1) {
-          const int64_t kk = idx[ii];
-          if (kk >= 0 && kk < NE) k[u] = (int)kk;
-          ov[u] = ld<4>(dout + ii * H + col);
-          if (want_dgate) yv[u] = ld<4>(y + ii * H + col);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t ii = i + u;
-        if (ii >= r1) break;
-        float of[CPT];
-        unpack<4>(ov[u], of);
-        if (dyout) {
-          float gf[CPT], r[CPT];
-          if (k[u] >= 0) {
-            unpack<4>(ldg<4>(gate + (int64_t)k[u] * H + col), gf);
-#pragma unroll
-            for (int c = 0; c < CPT; ++c) r[c] = of[c] * gf[c];
-          } else {
-#pragma unroll
-            for (int c = 0; c < CPT; ++c) r[c] = kNaN;
-          }
-          st<4>(dyout + ii * H + col, pack<4>(r));
-        }
-        if (want_dgate) {
-          float yf[CPT], p[CPT];
-          unpack<4>(yv[u], yf);
-#pragma unroll
-          for (int c = 0; c < CPT; ++c) p[c] = of[c] * yf[c];
-#define ACC_BODY(E, c) acc[E][0][c] += p[c];
-          GAT_ACC_SWITCH(k[u])
-#undef ACC_BODY
-        }
-      }
-    }
-  }
-  if (want_dgate) fold_lanes<NE, NQ, CPT>(acc, buf, ws, H, col_base);
-}
-
-// ---- v2 column kernels: the same sums in the same order, with the rows staged through a cp.async ring in shared
-// memory (kStages rows of each lane in flight, no registers held for them) instead of kUnroll rows in registers.
-// Each thread copies and later reads only its own bytes, so a wait_group is the only synchronisation. The row's
-// table index (and rstd) come 32 rows at a time, one per thread, and are broadcast with shuffles.
+// The column kernels stage each lane's rows through a cp.async ring in shared memory (kStages rows of each lane in
+// flight, no registers held for them). Each thread copies and later reads only its own bytes, so a wait_group is
+// the only synchronisation. The row's table index (and rstd) come 32 rows at a time, one per thread, and are
+// broadcast with shuffles.
 constexpr int kStages = 8;  // power of two
 
 __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
@@ -422,8 +240,10 @@ __device__ __forceinline__ void cp_wait_ring() {
 }
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
+// row_gather backward: d_table[k][col] = sum over rows s with k_s = k of dy_{col / H}[s][col % H]. Columns of
+// the 6H-wide table; CPT = 8 (a thread's 8 columns lie within one dy since H % 8 == 0).
 template <int NE>
-__global__ void __launch_bounds__(256) gather_bwd_col_v2(const bf16* d0, const bf16* d1, const bf16* d2,
+__global__ void __launch_bounds__(256) gather_bwd_col_kernel(const bf16* d0, const bf16* d1, const bf16* d2,
                                                          const bf16* d3, const bf16* d4, const bf16* d5,
                                                          const int64_t* __restrict__ ti,
                                                          const int64_t* __restrict__ tags, int64_t S, int H,
@@ -481,8 +301,9 @@ __global__ void __launch_bounds__(256) gather_bwd_col_v2(const bf16* d0, const b
   fold_lanes<NE, NQ, CPT>(acc, buf, ws, ncols, col_base);
 }
 
+// norm_modulate backward, column part: P[k] = sum dy * x * rstd, Q[k] = sum dy over rows with idx = k.
 template <int NE>
-__global__ void __launch_bounds__(256) norm_bwd_col_v2(const bf16* __restrict__ dy, const bf16* __restrict__ x,
+__global__ void __launch_bounds__(256) norm_bwd_col_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ x,
                                                        const float* __restrict__ rstd,
                                                        const int64_t* __restrict__ idx, int ne, int64_t S, int H,
                                                        int64_t L, float* ws) {
@@ -550,8 +371,10 @@ __global__ void __launch_bounds__(256) norm_bwd_col_v2(const bf16* __restrict__ 
   fold_lanes<NE, NQ, CPT>(acc, buf, ws, H, col_base);
 }
 
+// gate_residual backward: d_y = bf16(dout * gate[k]) per row (as stock), and the column sums
+// d_gate[k] = sum dout * y (products exact in fp32).
 template <int NE>
-__global__ void __launch_bounds__(256) gate_bwd_col_v2(const bf16* __restrict__ dout, const bf16* __restrict__ y,
+__global__ void __launch_bounds__(256) gate_bwd_col_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ y,
                                                        const bf16* __restrict__ gate,
                                                        const int64_t* __restrict__ idx, int64_t S, int H, int64_t L,
                                                        bf16* dyout, bool want_dgate, float* ws) {
@@ -898,22 +721,9 @@ int check_sizes(int64_t S, int64_t H, Err err, int len) {
 
 int cmax_norm(int ne) { return ne == 3 ? kCmaxNorm3 : kCmaxNorm9; }
 
-// Column-kernel variant: 2 (default) = cp.async ring (v2), 1 = rows in registers (v1). Same sums, same order, same
-// bits; kept so the bench can time both. Set by gat_set_column_variant (process-wide).
-int g_column_variant = 2;
-// norm_modulate / final_adaln_out backward: 2 (default) = one pass over x and dy (norm_onepass.cuh) where H fits
-// (H <= 6144), else two passes; 1 = two passes (norm_dx_kernel, then the column kernel). Set by
-// gat_set_norm_backward. The one pass is the default since the H200 checked and timed it (f51093c, NOTES §6).
-int g_norm_backward = 2;
-// The one-pass kernel's ring: 0 (default) = the deeper one where it fits (onepass_ring_for), 8 = always 8 rows (the
-// f51093c kernel, kept so the bench can time both). Same bits either way. Set by gat_set_onepass_ring.
-int g_onepass_ring = 0;
-// The ring a one-pass call at H uses now, on a device with smem_optin bytes of opt-in shared memory per block.
-int onepass_ring_now(int64_t H, size_t smem_optin) {
-  return g_onepass_ring == kOnePassRing ? kOnePassRing : onepass_ring_for(H, smem_optin);
-}
-
-bool norm_onepass(int64_t H) { return g_norm_backward == 2 && onepass_fits(H); }
+// norm_modulate / final_adaln_out backward: one pass over x and dy (norm_onepass.cuh) where a row fits one CTA
+// (H <= 6144); wider rows take two passes (norm_dx_kernel, then the column kernel), other bits of the same sums.
+bool norm_onepass(int64_t H) { return onepass_fits(H); }
 
 size_t ws_bytes(int op, int64_t S, int64_t H, int ne) {
   if (S < 1) return 0;
@@ -949,7 +759,7 @@ int norm_bwd_onepass(const bf16* dy, const bf16* x, const bf16* w, const bf16* s
     set_err(err, len, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin): %s", cudaGetErrorString(ce));
     return GAT_DEVICE;
   }
-  const int ring = onepass_ring_now(H, (size_t)optin);
+  const int ring = onepass_ring_for(H, (size_t)optin);  // 10 rows where they fit, else 8
   const size_t smem = onepass_smem(threads, ring);
   auto kernel = ring == kOnePassRingDeep ? norm_bwd_onepass_kernel<kOnePassRingDeep>
                                          : norm_bwd_onepass_kernel<kOnePassRing>;
@@ -996,17 +806,8 @@ GAT_API void gat_chunking(int op, int64_t S, int ne, int64_t* chunks, int64_t* l
   *lane_len = lane_rows(S, *chunks);
 }
 GAT_API int gat_row_threads(int64_t H) { return row_shape(H).threads; }
-// 1: column kernels with rows in registers (v1); 2: cp.async ring (v2, default). Returns the previous value;
-// anything else is refused (returns -1, nothing changed). Results are bitwise the same for both.
-// 1: two-pass norm backward; 2: one pass (default; where H > 6144 the two-pass one runs anyway). Returns the
-// previous value; anything else is refused (-1). The two give different bits (another order of the same sums).
-GAT_API int gat_set_norm_backward(int v) {
-  if (v != 1 && v != 2) return -1;
-  const int old = g_norm_backward;
-  g_norm_backward = v;
-  return old;
-}
-// The norm backward that runs at H (1 or 2), and the one-pass tiling at S: tile rows T, count blocks, tokens a block.
+// The norm backward that runs at H: 2 (one pass, H <= 6144) or 1 (two passes), and the one-pass tiling at S: tile
+// rows T, count blocks, tokens a block.
 GAT_API int gat_norm_backward_path(int64_t H) { return norm_onepass(H) ? 2 : 1; }
 GAT_API void gat_onepass_tiling(int64_t S, int64_t H, int ne, int64_t* tile_rows, int64_t* count_blocks,
                                 int64_t* block_tokens) {
@@ -1015,24 +816,8 @@ GAT_API void gat_onepass_tiling(int64_t S, int64_t H, int ne, int64_t* tile_rows
   *count_blocks = L.nb;
   *block_tokens = L.cb;
 }
-// 0: the deeper one-pass ring where it fits (default); 8: always 8 rows. Returns the previous value; anything else
-// is refused (-1). Same bits either way.
-GAT_API int gat_set_onepass_ring(int v) {
-  if (v != 0 && v != kOnePassRing) return -1;
-  const int old = g_onepass_ring;
-  g_onepass_ring = v;
-  return old;
-}
 // The ring (rows) a one-pass call at H uses on a device with smem_optin bytes of opt-in shared memory per block.
-GAT_API int gat_onepass_ring(int64_t H, int64_t smem_optin) {
-  return onepass_ring_now(H, (size_t)smem_optin);
-}
-GAT_API int gat_set_column_variant(int v) {
-  if (v != 1 && v != 2) return -1;
-  const int old = g_column_variant;
-  g_column_variant = v;
-  return old;
-}
+GAT_API int gat_onepass_ring(int64_t H, int64_t smem_optin) { return onepass_ring_for(H, (size_t)smem_optin); }
 
 GAT_API int gat_row_gather_fwd(const void* table, const int64_t* ti, const int64_t* tags, void* o0, void* o1,
                                void* o2, void* o3, void* o4, void* o5, int64_t S, int64_t H, int device,
@@ -1067,12 +852,7 @@ GAT_API int gat_row_gather_bwd(const void* d0, const void* d1, const void* d2, c
   const int64_t C = chunks_for(S, kCmaxGather), L = lane_rows(S, C);
   const int64_t ncols = 6 * H;
   dim3 grid((unsigned)((ncols + 255) / 256), (unsigned)C);
-  if (g_column_variant == 1)
-    gather_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)d0, (const bf16*)d1, (const bf16*)d2,
-                                                   (const bf16*)d3, (const bf16*)d4, (const bf16*)d5, ti, tags, S,
-                                                   (int)H, L, (float*)ws);
-  else
-    gather_bwd_col_v2<9><<<grid, 256, 0, st>>>((const bf16*)d0, (const bf16*)d1, (const bf16*)d2, (const bf16*)d3,
+  gather_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)d0, (const bf16*)d1, (const bf16*)d2, (const bf16*)d3,
                                                (const bf16*)d4, (const bf16*)d5, ti, tags, S, (int)H, L, (float*)ws);
   GAT_TRY(launched(err, len, "gather_bwd_col_kernel"));
   const int64_t m = 9 * ncols;
@@ -1133,17 +913,10 @@ GAT_API int gat_norm_bwd(const void* dy, const void* x, const void* w, const voi
     dim3 grid((unsigned)((H + 127) / 128), (unsigned)C);
     const bf16 *dyp = (const bf16*)dy, *xp = (const bf16*)x;
     float* wsp = (float*)ws;
-    if (g_column_variant == 1) {
-      if (ne == 9)
-        norm_bwd_col_kernel<9><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
-      else
-        norm_bwd_col_kernel<3><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
-    } else {
-      if (ne == 9)
-        norm_bwd_col_v2<9><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
-      else
-        norm_bwd_col_v2<3><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
-    }
+    if (ne == 9)
+      norm_bwd_col_kernel<9><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
+    else
+      norm_bwd_col_kernel<3><<<grid, 256, 0, st>>>(dyp, xp, rstd, idx, ne, S, (int)H, L, wsp);
     GAT_TRY(launched(err, len, "norm_bwd_col_kernel"));
     fold_norm_kernel<<<(unsigned)((H + 255) / 256), 256, 0, st>>>((const float*)ws, C, ne, (int)H, (const bf16*)w,
                                                                   (const bf16*)sc, tstride, (bf16*)dw, (bf16*)dsh,
@@ -1183,11 +956,7 @@ GAT_API int gat_gate_bwd(const void* dout, const void* y, const void* gate, cons
   cudaStream_t st = (cudaStream_t)stream;
   const int64_t C = chunks_for(S, kCmaxGate), L = lane_rows(S, C);
   dim3 grid((unsigned)((H + 127) / 128), (unsigned)C);
-  if (g_column_variant == 1)
-    gate_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)dout, (const bf16*)y, (const bf16*)gate, idx, S,
-                                                 (int)H, L, (bf16*)dyout, dgate != nullptr, (float*)ws);
-  else
-    gate_bwd_col_v2<9><<<grid, 256, 0, st>>>((const bf16*)dout, (const bf16*)y, (const bf16*)gate, idx, S, (int)H,
+  gate_bwd_col_kernel<9><<<grid, 256, 0, st>>>((const bf16*)dout, (const bf16*)y, (const bf16*)gate, idx, S, (int)H,
                                              L, (bf16*)dyout, dgate != nullptr, (float*)ws);
   GAT_TRY(launched(err, len, "gate_bwd_col_kernel"));
   if (dgate) {

@@ -7,7 +7,6 @@ allocator, so forward and backward can be captured in a CUDA graph and run from 
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
@@ -89,13 +88,6 @@ def target_for_device(device: torch.device) -> _build.Target:
     return _build.target_for_capability(major, minor)
 
 
-# The norm backward to run (1: two passes over x and dy; 2: one pass, the library's default, NOTES.md section 6),
-# read when the library is first loaded in the process (a harness run's children inherit it).
-NORM_BACKWARD_ENV = "ADALN_BENCH_GATHERED_NORM_BACKWARD"
-# The one-pass kernel's ring (0: the deeper one where it fits, the default; 8: always 8 rows, the f51093c kernel),
-# read at the same time; the bits are the same either way.
-ONEPASS_RING_ENV = "ADALN_BENCH_GATHERED_ONEPASS_RING"
-_CONFIGURED: set = set()
 _BY_INDEX: dict = {}  # device index -> its configured library: every kernel call looks it up
 
 
@@ -103,29 +95,13 @@ def library(device: torch.device) -> _build.Library:
     index = device.index if device.index is not None else torch.cuda.current_device()
     lib = _BY_INDEX.get(index)
     if lib is None:
-        lib = _BY_INDEX[index] = _configured(_build.load(target_for_device(torch.device("cuda", index))))
-    return lib
-
-
-def _configured(lib: _build.Library) -> _build.Library:
-    """The library with the environment's choices applied, once a process (a harness run's children inherit them)."""
-    if lib.target not in _CONFIGURED:
-        _CONFIGURED.add(lib.target)
-        choice = os.environ.get(NORM_BACKWARD_ENV, "").strip()
-        if choice:
-            if choice not in ("1", "2"):
-                raise ValueError(f"{NORM_BACKWARD_ENV} must be 1 (two passes) or 2 (one pass), got {choice!r}")
-            lib.set_norm_backward(int(choice))
-        ring = os.environ.get(ONEPASS_RING_ENV, "").strip()
-        if ring:
-            if ring not in ("0", "8"):
-                raise ValueError(f"{ONEPASS_RING_ENV} must be 0 (the deeper ring where it fits) or 8, got {ring!r}")
-            lib.set_onepass_ring(int(ring))
+        lib = _BY_INDEX[index] = _build.load(target_for_device(torch.device("cuda", index)))
     return lib
 
 
 def library_details(device: torch.device) -> dict:
-    """What a report records beside the candidate: the library file and the norm backward it runs at H = 5376."""
+    """What a report records beside the candidate: the library file and the norm backward it runs at H = 5376
+    (reports made while the two passes could be chosen there say "two passes": they read the same)."""
     lib = library(device)
     path = lib.norm_backward_path(5376)
     if path != 2:
