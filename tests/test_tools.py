@@ -137,3 +137,11 @@ def test_the_import_check_finds_a_module_that_is_gone(tmp_path):
                                              ("adaln_bench.errors", "NoSuchError")]
     assert module_file("adaln_bench.harness.inputs") is None
     assert "NoSuchError" not in defined_names(module_file("adaln_bench.errors"))
+
+
+def test_no_notes_or_docs_are_shipped_as_package_data():
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = [p for pats in data["tool"]["setuptools"]["package-data"].values() for p in pats]
+    assert patterns and not [p for p in patterns if p.endswith((".md", ".txt", ".rst"))]
