@@ -140,8 +140,8 @@ def test_the_import_check_finds_a_module_that_is_gone(tmp_path):
 
 
 def test_no_notes_or_docs_are_shipped_as_package_data():
-    import tomllib
+    from adaln_bench.toml_file import read_toml
 
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    data = read_toml(ROOT / "pyproject.toml")
     patterns = [p for pats in data["tool"]["setuptools"]["package-data"].values() for p in pats]
     assert patterns and not [p for p in patterns if p.endswith((".md", ".txt", ".rst"))]
