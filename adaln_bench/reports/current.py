@@ -266,6 +266,18 @@ def fidelity_is_current(text: str, current_names: set[str]) -> bool:
     return bool(subjects) and all(s in current_names for s in subjects)
 
 
+def _is_run_index(path: Path) -> bool:
+    from adaln_bench.reports.naming import RUN_INDEX_KIND
+
+    if path.suffix != ".json":
+        return False
+    try:
+        head = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(head, dict) and head.get("kind") == RUN_INDEX_KIND
+
+
 def layout_problems(results: Path, repo: Optional[Path] = None) -> list[str]:
     """What in results/ breaks the rule: a report that is not where the rule puts it (current in its operator's
     folder, the rest in history/), a fidelity output of a report that is not current, a kernel-bench output
@@ -285,8 +297,8 @@ def layout_problems(results: Path, repo: Optional[Path] = None) -> list[str]:
     reports = {f.path for f in all_facts}
     for path in sorted(p for p in results.rglob("*") if p.is_file()):
         rel = path.relative_to(results)
-        if path in reports or rel == Path("README.md"):
-            continue
+        if path in reports or rel == Path("README.md") or _is_run_index(path):
+            continue  # a run's index of what it wrote is git-ignored: results/<gpu>/runs/
         name = path.name
         if name.startswith(f"{FIDELITY}.") and name.endswith(".md"):
             subjects = fidelity_subjects(path.read_text(encoding="utf-8", errors="replace"))
