@@ -72,6 +72,13 @@ def test_what_a_committed_report_records_decides_its_kind():
     assert f[prior_art.name].full and f[prior_art.name].gpu == "b200" and f[prior_art.name].shape == "h3"
 
 
+def test_a_mode_whose_every_candidate_was_unavailable_answers_nothing():
+    # 853103e ran every mode, but vLLM, SGLang and Megatron were not installed on that machine.
+    path = committed("adaln_projection.h200.853103e.json")
+    report = read_if_report(path)
+    assert "vllm" in report.results and facts(path, report).modes == ("plain", "cublaslt_ws1")
+
+
 def test_a_report_named_incomplete_is_never_current(tmp_path):
     src = committed("timestep_sinusoid.h200.f51093c.h3.plain.json")
     shutil.copy(src, tmp_path / src.name)

@@ -75,6 +75,12 @@ def _has_errors(entry: CandidateResult) -> bool:
     return any(p.fwd_rel_err is not None for p in entry.accuracy_latency.values())
 
 
+def measured_modes(report: Report) -> tuple[str, ...]:
+    """The modes a report has a result in: a mode whose every candidate was unavailable (its framework not
+    installed, say) answers nothing."""
+    return tuple(m for m, cands in report.results.items() if any(isinstance(e, CandidateResult) for e in cands.values()))
+
+
 def facts(path: Path, report: Report) -> Facts:
     argv = report.tool.argv if report.tool is not None else []
     measured = _measured(report)
@@ -88,7 +94,7 @@ def facts(path: Path, report: Report) -> Facts:
         shape = report.shape.preset or "-".join(f"{k}{v}" for k, v in sorted(report.shape.sizes().items()))
     draws = report.draw_geometry.name.lower() if report.draw_geometry is not None else NATIVE
     return Facts(path=path, op=report.op, gpu=gpu_slug(report.environment.gpu), shape=shape,
-                 modes=tuple(report.results), started_at=report.started_at or "",
+                 modes=measured_modes(report), started_at=report.started_at or "",
                  complete=not is_incomplete(path, report), full=not (report.quick or latency_only or accuracy_only),
                  accuracy_only=accuracy_only and not report.quick, draws=draws)
 

@@ -12,12 +12,12 @@ from adaln_bench.reports.current import (
     KERNEL_BENCH,
     Facts,
     answers,
+    kernel_bench_home,
+    kernel_bench_ops,
     newest_kernel_bench,
     read_facts,
     read_if_report,
     read_kernel_bench,
-    kernel_bench_home,
-    kernel_bench_ops,
 )
 from adaln_bench.reports.render import device_cells, invariance_verdict, shown_sizes, size_symbol
 from adaln_bench.reports.schema import CandidateResult, Report
