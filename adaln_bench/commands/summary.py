@@ -20,7 +20,7 @@ def summary_command(
     """Write RESULTS_DIR/README.md: per operator and GPU, each candidate under each mode with its verdict,
     device-time ratio and worst error, from the reports that are current (docs/results.md says which).
 
-    Exit codes: 0 written, or unchanged with --check; 1 with --check when the file differs; 2 bad input (no
+    Exit codes: 0 written (with --check: the file is current); 1 with --check when the file differs; 2 bad input (no
     such folder, no reports in it).
     """
     from adaln_bench.reports.io import write_text_atomic
