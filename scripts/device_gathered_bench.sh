@@ -11,7 +11,7 @@
 #     backward (ADALN_BENCH_GATHERED_NORM_BACKWARD=2) when the smoke stage found it FP64-close at every small
 #     size, else the two-pass one (=1). Without CHECK, whatever the environment says (the library's default: one).
 #   PROBE=1: scripts/copy_probe.py first (the same bytes copied by memcpy and by a kernel, alone and interleaved,
-#     one buffer pair and rotated: why a copy's rate depends on how it is timed; NOTES.md section 6)
+#     one buffer pair and rotated: why a copy's rate depends on how it is timed; docs/kernels.md)
 #   RING8=1: first a kernel-bench of norm_modulate and final_adaln_out with the one-pass kernel's 8-row ring
 #     (ADALN_BENCH_GATHERED_ONEPASS_RING=8, the f51093c kernel; no bits process) into $OUT/ring8.tgz, to set
 #     beside the main run's default ring (10 rows where they fit): same process count, sizes and rounds

@@ -1,5 +1,5 @@
 """How fast can an mma.sync GEMM (the portable path's instruction, the only tensor-core one besides tcgen05 that
-Blackwell runs) do the forward and dW GEMMs of the H3 shape on this GPU? An independent answer to NOTES.md §5
+Blackwell runs) do the forward and dW GEMMs of the H3 shape on this GPU? An independent answer to git:NOTES.md §5
 item 4: Triton's own matmul, forced off wgmma (DISABLE_MMA_V3=1), over a grid of tiles, warps and stages,
 each timed in CUDA-graph replay interleaved with cuBLAS (torch's wgmma GEMM for the same product), so a clock
 that drops under load moves both. The PTX of each kernel is checked for mma.sync and the absence of wgmma.

@@ -1,6 +1,6 @@
 // Store microbenchmark (Hopper): does the shape of the stores decide how fast a 520 MB dW can be written?
 // The dW GEMM (and cuBLAS's) writes dW (N x D bf16, row-major) at ~70 % of DRAM peak, from tile-shaped TMA
-// stores; the CUDA-core dW kernel's plain row stores write the same bytes at 4.2 TB/s (NOTES.md, "v7 run 6").
+// stores; the CUDA-core dW kernel's plain row stores write the same bytes at 4.2 TB/s (git:NOTES.md, "v7 run 6").
 // Each kernel below writes the whole N x D buffer with no arithmetic, from registers or a shared-memory stage
 // filled once, so only the store pattern differs:
 //   rows      every thread st.global 16 bytes, a block a whole row at a time (the CUDA-core kernel's pattern)

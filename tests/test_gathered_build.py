@@ -1,6 +1,6 @@
 """CPU-side checks of the gathered-operator kernels (adaln_bench/kernels/gathered): the one source compiles for
 sm_90a and sm_100a with the machine's nvcc, the library loads, its C interface fails closed before any CUDA call,
-its chunking and workspace are what NOTES.md says; the Python API's input validation. No GPU needed.
+its chunking and workspace are what docs/kernels.md says; the Python API's input validation. No GPU needed.
 
 Skipped (with the reason) only when nvcc is missing. The two compiles run concurrently, about 20 s each.
 """
@@ -73,7 +73,7 @@ def test_library_builds_and_fails_closed(built, arch):
     h = 5376
     assert lib.workspace_bytes(B.OP_GATE, 131072, h) == 6 * 9 * h * 4
     assert lib.workspace_bytes(B.OP_ROW_GATHER, 131072, h) == 2 * 9 * 6 * h * 4
-    # the norm backward: one pass by default where H <= 6144, two passes on request (NOTES.md section 6)
+    # the norm backward: one pass by default where H <= 6144, two passes on request (docs/kernels.md)
     assert lib.norm_backward_path(h) == 2 and lib.norm_backward_path(6144) == 2 and lib.norm_backward_path(6152) == 1
     assert lib.set_norm_backward(1) == 2
     assert lib.norm_backward_path(h) == 1

@@ -1,4 +1,4 @@
-"""GPU tests of the gathered-operator kernels' norm backward (adaln_bench/kernels/gathered, NOTES.md section 6):
+"""GPU tests of the gathered-operator kernels' norm backward (adaln_bench/kernels/gathered, docs/kernels.md):
 one pass and two passes both FP64-close, the one-pass backward's rows independent of the batch and its table
 gradients repeatable, with every token on one table entry (the skew real packed sequences have), with
 out-of-range indices, and above the one-pass width, the ring depth changing no bit; then `kernel-bench --op` end to

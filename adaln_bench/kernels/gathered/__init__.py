@@ -1,4 +1,4 @@
-"""Bundled CUDA kernels of the four gathered AdaLN operators (issue 32; design and measurements in NOTES.md).
+"""Bundled CUDA kernels of the four gathered AdaLN operators (issue 32; design and measurements in docs/kernels.md).
 
 API (torch tensors in and out, all on one CUDA device; differentiable through torch.autograd.Function):
 
@@ -26,7 +26,7 @@ to bf16 once; no atomics anywhere, so it repeats bit for bit run to run and on G
 Workspace (fp32 chunk partials, torch.empty on the current stream; the two-pass norm backward's): at H = 5376 at
 most 2.3 MB (norm_modulate), 1.2 MB (gate_residual), 2.3 MB (row_gather), 1.0 MB (final_adaln_out), whatever S is.
 norm_modulate's and final_adaln_out's backward runs in one pass over x and dy by default where H <= 6144 (measured
-on an H200; NOTES.md section 6): each table entry's rows in token order, in tiles of ceil(S / (126 - entries)) rows
+on an H200; docs/kernels.md): each table entry's rows in token order, in tiles of ceil(S / (126 - entries)) rows
 folded in order, rounded once; 5.4-5.9 MB of workspace at H = 5376 (4 B a token plus 5.4 MB of tile partials).
 ``ADALN_BENCH_GATHERED_NORM_BACKWARD=1`` picks the two passes (other bits, the same contract);
 ``library_details(device)`` says which runs.

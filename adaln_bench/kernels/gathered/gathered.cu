@@ -46,7 +46,7 @@ constexpr int kRowsPerChunk = 512;  // C = min(CMAX, ceil(S / 512))
 constexpr int kUnroll = 4;          // rows of a lane in flight at once
 constexpr float kNaN = __builtin_nanf("");
 
-// CMAX per column kernel (see NOTES.md: all CTAs of one launch resident at once at H = 5376 on an H200).
+// CMAX per column kernel (see docs/kernels.md: all CTAs of one launch resident at once at H = 5376 on an H200).
 constexpr int kCmaxNorm9 = 6;   // norm_modulate: 42 slices x 6 = 252 CTAs, ws 6 x 9 x 2 x H x 4 B
 constexpr int kCmaxNorm3 = 8;   // final_adaln_out: 42 x 8 = 336 CTAs, ws 8 x 3 x 2 x H x 4 B
 constexpr int kCmaxGate = 6;    // gate_residual: 42 x 6 = 252 CTAs, ws 6 x 9 x H x 4 B
@@ -903,7 +903,7 @@ int cmax_norm(int ne) { return ne == 3 ? kCmaxNorm3 : kCmaxNorm9; }
 int g_column_variant = 2;
 // norm_modulate / final_adaln_out backward: 2 (default) = one pass over x and dy (norm_onepass.cuh) where H fits
 // (H <= 6144), else two passes; 1 = two passes (norm_dx_kernel, then the column kernel). Set by
-// gat_set_norm_backward. The one pass is the default since the H200 checked and timed it (f51093c, NOTES §6).
+// gat_set_norm_backward. The one pass is the default since the H200 checked and timed it (f51093c, docs/kernels.md).
 int g_norm_backward = 2;
 // The one-pass kernel's ring: 0 (default) = the deeper one where it fits (onepass_ring_for), 8 = always 8 rows (the
 // f51093c kernel, kept so the bench can time both). Same bits either way. Set by gat_set_onepass_ring.

@@ -89,7 +89,7 @@ def target_for_device(device: torch.device) -> _build.Target:
     return _build.target_for_capability(major, minor)
 
 
-# The norm backward to run (1: two passes over x and dy; 2: one pass, the library's default, NOTES.md section 6),
+# The norm backward to run (1: two passes over x and dy; 2: one pass, the library's default, docs/kernels.md),
 # read when the library is first loaded in the process (a harness run's children inherit it).
 NORM_BACKWARD_ENV = "ADALN_BENCH_GATHERED_NORM_BACKWARD"
 # The one-pass kernel's ring (0: the deeper one where it fits, the default; 8: always 8 rows, the f51093c kernel),
