@@ -116,3 +116,10 @@ def test_every_file_the_readme_links_to_exists(target):
     if re.match(r"[a-z]+://", target):
         pytest.skip("an external link")
     assert (ROOT / target).exists(), f"README.md links to {target}, which is not in the repository"
+
+
+def test_the_readme_carries_no_commit_hash():
+    # a figure tied to one commit belongs in docs/ beside the command that reproduces it, not in the README
+    hashes = [h for h in re.findall(r"\b[0-9a-f]{7,40}\b", README)
+              if re.search(r"[a-f]", h) and re.search(r"[0-9]", h)]
+    assert not hashes
