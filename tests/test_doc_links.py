@@ -59,3 +59,18 @@ def test_every_relative_link_of_a_doc_points_to_a_file(page):
         if not (DOCS / target).resolve().exists():
             wrong.append(target)
     assert not wrong, f"docs/{page} links to files that are not there: {wrong}"
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
+def test_no_file_points_to_a_notes_file_that_is_gone():
+    """The kernels' diaries left the tree for docs/kernels.md; a comment may still cite their git history as
+    `git:NOTES.md "<section>"`, never as a file to open."""
+    stale = []
+    for path in tracked_text_files():
+        if path.name == "test_doc_links.py":  # this test's own pattern
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            for match in re.finditer(r"(?<![\w:/-])(?:[\w/]+/)?NOTES(?:\.md)?\b", line):
+                if not (ROOT / match.group(0)).exists() and "git log" not in line:
+                    stale.append(f"{path.relative_to(ROOT)}: {line.strip()[:100]}")
+    assert not stale, "\n".join(stale)
