@@ -25,10 +25,10 @@ def _reference_dir(tmp_path: Path) -> Path:
     """RL-Kernel's six B200 reports, committed under results/ (found by name, wherever results/ keeps them), copied."""
     ref = tmp_path / "b200"
     ref.mkdir()
-    sources = sorted((REPO / "results").rglob("*.b200.prior-art.json"))
-    assert sorted(s.name for s in sources) == [f"{op}.b200.prior-art.json" for op in OPS]
-    for source in sources:
-        shutil.copy(source, ref / source.name)
+    sources = {p.name: p for p in sorted((REPO / "results").rglob("*.b200.prior-art.json"))}
+    assert sorted(sources) == [f"{op}.b200.prior-art.json" for op in OPS]
+    for name, source in sources.items():
+        shutil.copy(source, ref / name)
     return ref
 
 
