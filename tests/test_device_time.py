@@ -177,7 +177,7 @@ class SlowSpell:
 
 
 def test_a_slow_spell_at_the_start_is_dropped_by_the_warm_up_not_measured():
-    # What the harness met at T = 1 (NOTES.md §5 item 6): all 20 samples of the slow spell were kept before.
+    # What the harness met at T = 1 (git:NOTES.md §5 item 6): all 20 samples of the slow spell were kept before.
     spell = SlowSpell(slow=20)
     before = run_measurement(lambda: None, "auto", StopRule(warmup_ms=0.0), lambda f: spell, None,
                              _clock_reader([1980.0, 1980.0]))

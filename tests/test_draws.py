@@ -118,8 +118,8 @@ def test_split_is_depth_first_halves():
 
 
 def test_where_h200_and_b200_draws_part():
-    """The facts of OPS.md section 1: a first draw agrees across 132 and 148 SMs only on its first 270,336
-    elements, and only when it has more than that."""
+    """A first draw agrees across 132 and 148 SMs only on its first 270,336 elements, and only when it has more
+    than that (docs/spec.md#11-seeded-draws-on-another-gpu)."""
     assert P.first_difference(50 * H, 132, 148) is None and P.first_difference(51 * H, 132, 148) == 270_336
     assert P.first_difference(100 * 2688, 132, 148) is None and P.first_difference(101 * 2688, 132, 148) == 270_336
     assert P.first_difference(1056 * 256, 132, 148) is None and P.first_difference(1057 * 256, 132, 148) == 270_336

@@ -22,13 +22,13 @@ OPS = ("adaln_projection", "adaln_row_gather", "final_adaln_out", "gate_residual
 
 
 def _reference_dir(tmp_path: Path) -> Path:
-    """RL-Kernel's six reports, copied from results/b200/."""
+    """RL-Kernel's six B200 reports, committed under results/ (found by name, wherever results/ keeps them), copied."""
     ref = tmp_path / "b200"
     ref.mkdir()
-    sources = sorted((REPO / "results" / "b200").rglob("*.b200.prior-art.json"))
-    assert len(sources) == len(OPS), sources
-    for source in sources:
-        shutil.copy(source, ref / source.name)
+    sources = {p.name: p for p in sorted((REPO / "results").rglob("*.b200.prior-art.json"))}
+    assert sorted(sources) == [f"{op}.b200.prior-art.json" for op in OPS]
+    for name, source in sources.items():
+        shutil.copy(source, ref / name)
     return ref
 
 
@@ -186,7 +186,8 @@ def test_sm_counts_by_gpu_name():
 
 
 def test_which_tensors_an_h200_and_a_b200_draw_differently(tmp_path):
-    """OPS.md §1's list, from the operators' declarations: beyond 270,336 elements."""
+    """Which inputs the two GPUs draw differently (docs/spec.md#11-seeded-draws-on-another-gpu), from the operators'
+    declarations: those beyond 270,336 elements."""
     ref = _reference_dir(tmp_path)
     reference = {op: read_report(ref / f"{op}.b200.prior-art.json") for op in OPS}
 

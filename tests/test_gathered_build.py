@@ -1,6 +1,6 @@
 """CPU-side checks of the gathered-operator kernels (adaln_bench/kernels/gathered): the one source compiles for
 sm_90a and sm_100a with the machine's nvcc, the library loads, its C interface fails closed before any CUDA call,
-its chunking and workspace are what NOTES.md says; the Python API's input validation. No GPU needed.
+its chunking and workspace are what docs/kernels.md says; the Python API's input validation. No GPU needed.
 
 Skipped (with the reason) only when nvcc is missing. The two compiles run concurrently, about 20 s each.
 """

@@ -14,7 +14,7 @@ between launches; at small T that is most of the figure, and it moves between pr
 Before the first kept sample the callable is run for at least `StopRule.warmup_ms` of its own GPU time and
 those samples are dropped: right after other work (the harness's FP64 reference, its event timing, the
 probes) the H200 ran the bundled forward at T = 1 about 15 % slower for up to ~70 ms (134.6 against 117-120
-µs), and a measurement that started there read slow in all its samples (NOTES.md §5 item 6).
+µs), and a measurement that started there read slow in all its samples (git:NOTES.md §5 item 6).
 
 Either way samples are taken until the relative noise of their median (the half-width of its
 distribution-free 95 % interval over the median) is at most 0.5 %, or a cap on samples or seconds is

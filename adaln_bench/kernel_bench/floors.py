@@ -1,6 +1,6 @@
 """What the hardware allows at each T: the fewest bytes moved, the FLOPs, and the time floor they imply.
 
-The ceilings are the H200 figures of KERNEL-FACTS.md (copy rate 4.13 TB/s, 790 TFLOP/s bf16 at best); a run
+The ceilings are an H200's, as measured for this project (copy rate 4.13 TB/s, 790 TFLOP/s bf16 at best); a run
 on another GPU passes its own. Bytes count each tensor once at the fewest reads and writes the operator
 needs (W read once forward; read twice and dW written once forward + backward); FLOPs are the GEMMs'.
 """

@@ -108,7 +108,7 @@ def copy_closures(nbytes: float, device: torch.device) -> dict[str, Callable[[],
     """Two device-to-device copies that each read and write `nbytes` in all (half each way), over the same rotated
     buffers: torch's `copy_` (a cudaMemcpyAsync, a memcpy node in the graph) and an elementwise kernel on the SMs
     (`bitwise_not` over int32 views). On an H200 the memcpy moved 2.7 TB/s at every size in kernel-bench's rounds
-    at f51093c but 4.2-4.3 TB/s in gathered_check's at S >= 32768 (NOTES.md section 6): the faster of the two, in
+    at f51093c but 4.2-4.3 TB/s in gathered_check's at S >= 32768 (docs/kernels.md): the faster of the two, in
     the same rounds, is the copy rate."""
     half = max(16, -(-int(nbytes // 2) // 16) * 16)  # whole int32 words, 16-byte rows
     pairs = [(torch.empty(half, dtype=torch.uint8, device=device).random_(),

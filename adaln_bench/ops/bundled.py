@@ -29,5 +29,6 @@ def register_bundled(op: str, function: str) -> Candidate:
                               forward=getattr(gathered, function), details=details)
 
     return register(Candidate(name="bundled", description="this project's CUDA kernel: per-row outputs, table "
-                              "gradients in fp32 in a fixed order without atomics", default_modes=("plain",),
+                              "gradients in fp32 in a fixed order without atomics; an out-of-range index gives "
+                              "NaN rows (the stock path raises)", default_modes=("plain",),
                               availability=_availability, build=build, op=op))

@@ -1,4 +1,4 @@
-"""The seeded inputs of an operator, drawn from its declarations (docs/spec.md#3-inputs, #112-the-packed-layout).
+"""The seeded inputs of an operator, drawn from its declarations (docs/spec.md#3-inputs, #32-the-packed-layout).
 
 Deterministic, so that every run, every mode and RL-Kernel's reports compare number for number: a normal or
 uniform tensor from a fresh generator seeded `seed * 1000 + salt` on the run device, the packed layout's

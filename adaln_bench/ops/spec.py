@@ -1,7 +1,7 @@
 """What an operator is, as data: its tensors, outputs, gradients, sizes, FP64 formula, stock path and cost.
 
 The harness (probes, accuracy, latency, device time, cold start, fingerprints, the CPU estimate) reads these
-records and names no operator. The contract: docs/spec.md#11-the-operator-family.
+records and names no operator. The contract: docs/spec.md#2-the-operators.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ PackedField = Literal["token_tags", "timestep_indices", "packed_index"]
 
 @dataclass(frozen=True)
 class Packed:
-    """An index from the packed layout (docs/spec.md#112-the-packed-layout): the tags, the timestep indices, or
+    """An index from the packed layout (docs/spec.md#32-the-packed-layout): the tags, the timestep indices, or
     the table row timestep_indices * M + token_tags."""
 
     field: PackedField

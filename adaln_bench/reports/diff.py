@@ -194,7 +194,7 @@ def device_kind(report: Report) -> Optional[str]:
 
 
 # RL-Kernel's reference report records no shape, but its kind only ever measured the H3 operator
-# (docs/spec.md#2-the-operator).
+# (docs/spec.md#103-adaln_projection).
 H3_SHAPE = (2688, 5376, 3, 96768)
 
 

@@ -3,7 +3,7 @@
 A diff (reports/diff.py) compares two runs of one device and gives regressions. Across two devices the
 questions differ: does each candidate reach the same invariance verdict, how do the times compare, and which
 errors against FP64 agree to every digit, and why not the others? Same seeds do not give the same tensors on
-GPUs of different SM counts (docs/spec.md#114-the-same-seeds-on-another-gpu, docs/environments.md): PyTorch's CUDA random kernel
+GPUs of different SM counts (docs/spec.md#11-seeded-draws-on-another-gpu, docs/environments.md): PyTorch's CUDA random kernel
 strides its Philox subsequences by SM count × 2048, so a `randn`/`rand` tensor agrees across the two only on
 as many elements as the smaller stride. An error whose inputs all fit agrees unless the kernels differ
 (`implementation`); one with an input beyond it may differ for the inputs alone (`draw`). The operators'

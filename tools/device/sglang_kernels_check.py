@@ -4,7 +4,7 @@
     python3 tools/device/sglang_kernels_check.py summary REPORT_DIR # after the harness wrote its reports there
 
 timestep_sinusoid's JIT kernel: the import, then the first call (SGLang's load_jit: ninja, nvcc, tvm-ffi),
-timed; the output against the FP64 sinusoid formula (docs/spec.md), and row 5 of a 4097-row batch against the same
+timed; the output against the FP64 formula of docs/spec.md §10.1, and row 5 of a 4097-row batch against the same
 row alone. norm_modulate's CuTe DSL kernel: the candidate's availability reason, and the import's own error.
 `summary`: from the harness's reports under REPORT_DIR (its --out), one line per operator and candidate.
 """

@@ -42,14 +42,14 @@
 #error "define ADALN_PATH_SM90 or ADALN_PATH_PORTABLE"
 #endif
 
-// dW, a 520 MB write with little arithmetic at small T (NOTES.md, v3 run 3 and v8 runs 9-12): on CUDA cores
+// dW, a 520 MB write with little arithmetic at small T (git:NOTES.md, v3 run 3 and v8 runs 9-12): on CUDA cores
 // (dw_small_t) for T <= ADALN_DW_SIMT_MAX, then on tensor cores outside a GEMM (dw_mma.cu, a row-ordered store
 // stream) up to ADALN_DW_MMA_MAX (<= 256), then the dW GEMM (0 = off for either).
 // Shipped: CUDA cores at T = 1 on both paths; dw_mma up to T = 12 on the sm90 path (dW 130-135 µs against its
 // GEMM's 139-142 at T <= 4; forward + backward 1-8 µs faster at T = 5-12 in v13's runs 28-29; from T = 16 on the
 // GEMM is as fast or faster, at T = 128 305 against 174) and up to 256 on the portable
 // path (v8 up to 64: 148-161 µs against CUTLASS 2's 249-298, and 130-135 against the CUDA-core kernel's 137-177
-// at T = 2-4; v10 up to 256: 283-500 µs against 387-548 at T = 100-256, NOTES.md "v10 run 18").
+// at T = 2-4; v10 up to 256: 283-500 µs against 387-548 at T = 100-256, git:NOTES.md "v10 run 18").
 #ifndef ADALN_DW_SIMT_MAX
 #define ADALN_DW_SIMT_MAX 1
 #endif
@@ -229,7 +229,7 @@ static int grid_for(int64_t n, int threads) {
 }
 
 // Which of our kernels let the next one be scheduled early (pdl.cuh release_next_kernel), as measured in v15's run
-// 36 (NOTES.md): the dW kernels outside a GEMM always (the next step's silu follows), silu up to 64 rows (the
+// 36 (git:NOTES.md): the dW kernels outside a GEMM always (the next step's silu follows), silu up to 64 rows (the
 // forward there 1-2 µs faster) and the fold / db launch when dW runs outside a GEMM. Released early, the GEMMs
 // above that ran 1-3 % slower (the forward from T = 300 on, the dW GEMM from T = 64 on; why is not known), while
 // the small-T kernels released gained 2-3 µs a step at T = 3 and 4.
@@ -642,7 +642,7 @@ ADALN_API int adaln_backward(const void* dY, const void* W, const float* temb, c
   const __nv_bfloat16* w = reinterpret_cast<const __nv_bfloat16*>(W);
   char* ws = reinterpret_cast<char*>(scratch);  // d_temb's GEMM workspace first, then its planes
   // db before dW (v12): right after d_act, dY is still in L2, and after dW's 520 MB write db would wait on the
-  // write-back of the dirty lines dW leaves in L2 (NOTES.md "v12 run 26": 6.4 µs there against 3.3 alone).
+  // write-back of the dirty lines dW leaves in L2 (git:NOTES.md "v12 run 26": 6.4 µs there against 3.3 alone).
   // With d_temb, db shares the fold's launch (v12.1).
   const bool release = dW && dw_outside_gemm(T, D, N);  // which kernels release the next early: see kSiluReleaseMaxT
   if (dtemb && (rc = run_dtemb(dy, w, temb, dtemb, db, T, D, N, ws, sms, release, stream, err))) return rc;

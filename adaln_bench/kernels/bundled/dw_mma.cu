@@ -1,8 +1,8 @@
 // dW = dY^T . act for T <= 256 (K = T) on tensor cores (mma.sync m16n8k16, sm80 and later: both code paths),
 // written as a store stream in row order. dW is a 520 MB write, and at small T what decides its time is the
-// order of the writes (NOTES.md, "Store microbenchmark" and "v8 run 9"): the lines being written at any moment
+// order of the writes (git:NOTES.md, "Store microbenchmark" and "v8 run 9"): the lines being written at any moment
 // should make a narrow band of whole rows, not be spread over the matrix. From about T = 100 the arithmetic
-// (67 GFLOP at T = 128) costs as much as the write and mostly adds to it (NOTES.md "v10 run 18": every warp of a
+// (67 GFLOP at T = 128) costs as much as the write and mostly adds to it (git:NOTES.md "v10 run 18": every warp of a
 // block computes, then stores, then meets the others at the barrier); the tiers above 64 rows keep the most
 // mma work between barriers that their registers allow.
 //
@@ -33,11 +33,11 @@ namespace {
 // Three tiers by T, each with its columns a warp (8 NJ), its most warps a block (W divides D / (8 NJ) and is at
 // most the tier's bound, at least 3 where the bound allows) and its blocks per SM:
 //   small, T <= 64:        NJ 8, ADALN_DWMMA_WARPS x ADALN_DWMMA_BLOCKS (shipped v8: 14 x 1, the fastest of
-//                          14 x 1, 7 x 2, 6 x 2 on the H200 at T = 2-64: NOTES.md, "v8d run 12");
+//                          14 x 1, 7 x 2, 6 x 2 on the H200 at T = 2-64: git:NOTES.md, "v8d run 12");
 //   mid, 64 < T <= 128:    ADALN_DWMMA_MID_NJ, ADALN_DWMMA_MID_WARPS x 1 (shipped v10: 4, 14, in 32-row
 //                          steps: MR below; 16-row steps were 10-18 % slower, "v10.1 run 19");
 //   large, 128 < T <= 256: ADALN_DWMMA_LARGE_NJ, ADALN_DWMMA_LARGE_WARPS x 1 (shipped v10: 4, 12; NJ 2 in 14
-//                          warps was 27-37 % slower at T = 192-256: NOTES.md, "v10 run 18").
+//                          warps was 27-37 % slower at T = 192-256: git:NOTES.md, "v10 run 18").
 // The register file is split between the SM's four schedulers: 4 warps on one of them cap a thread at 128
 // registers (the small tier at KT = 4 uses 128; the mid tier's KT = 8 with NJ 4 holds 64 of act), 3 warps at
 // 168 (the large tier's KT = 16 with NJ 4 holds 128). Every tier has a ring of ADALN_DWMMA_STAGES row blocks of dY.
@@ -76,7 +76,7 @@ namespace {
 #endif
 // MR: 16-row m-tiles a step (rows of dW per row block: 16 MR; more independent mma chains a warp). Shipped: 2 in
 // the middle tier only (in 7 warps, which the small and large tiers would need for the registers, it lost:
-// NOTES.md "v10.2 run 20").
+// git:NOTES.md "v10.2 run 20").
 template <int NJ_, int MaxWarps_, int Blocks_, int MR_>
 struct Tier {
   static constexpr int NJ = NJ_, kMaxWarps = MaxWarps_, kBlocks = Blocks_, MR = MR_;

@@ -1,4 +1,4 @@
-// Programmatic dependent launch (ADALN_PDL: on for the sm90 path since v13, NOTES.md "v13 run 30": forward +
+// Programmatic dependent launch (ADALN_PDL: on for the sm90 path since v13, git:NOTES.md "v13 run 30": forward +
 // backward 1-3.6 µs faster at T <= 64; off on the portable path, whose CUTLASS 2 kernels have no grid
 // dependency control). Every translation unit takes the knob from here, so all of a library's kernels agree.
 // Each kernel of a call is launched so that its blocks may be scheduled while the kernel before it drains, and

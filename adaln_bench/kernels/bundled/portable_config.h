@@ -3,14 +3,14 @@
 
 // 0: one tile per GEMM for every T (v2); 1, 2: wider tiles above T = 64 (forward) / T block 64 (d_act), 128x256 or
 // 256x128, both with the large tier's stage counts below. Shipped: 2 (the faster of the two in the interleaved H200
-// run, NOTES.md v3, when tier 1 had 3 forward stages).
+// run, git:NOTES.md v3, when tier 1 had 3 forward stages).
 #ifndef ADALN_PORTABLE_TIERS
 #define ADALN_PORTABLE_TIERS 2
 #endif
 
 // A middle tier for 64 < T (or the T block) <= ADALN_PORTABLE_MID_MAX (0 = off): the large tiles are 256 rows of
 // T, half empty at T = 128 (the forward there measured 2.5x cuBLAS, 2x its own time at T = 64). Shipped (v7,
-// NOTES.md "v7 run 8"): up to 128 rows, forward and d_act 128x128x32 (4 warps of 64x64).
+// git:NOTES.md "v7 run 8"): up to 128 rows, forward and d_act 128x128x32 (4 warps of 64x64).
 #ifndef ADALN_PORTABLE_MID_MAX
 #define ADALN_PORTABLE_MID_MAX 128
 #endif
@@ -24,7 +24,7 @@
 
 // Pipeline depths (cp.async stages) of each tier's forward and d_act GEMMs, and the small forward tier's warp
 // tile rows (64: 4 warps of 64x64; 32: 8 warps of 32x64). None of them touches an element's k-chain (kernel-bench's
-// bits check agreed every time). v9 (NOTES.md "v9 run 15" to "v9.2 run 17"): forward small 8 warps and 5 stages
+// bits check agreed every time). v9 (git:NOTES.md "v9 run 15" to "v9.2 run 17"): forward small 8 warps and 5 stages
 // (was 4 warps, 4 stages), middle 5 (was 3), large 4 (was 3); d_act small 8 (was 4), large 4 (was 3).
 #ifndef ADALN_PORTABLE_SMALL_FWD_STAGES
 #define ADALN_PORTABLE_SMALL_FWD_STAGES 5
@@ -62,7 +62,7 @@
 #endif
 // The dW GEMM's pipeline depth (cp.async stages; K = T is short: 8 k-tiles at T = 256). 3 stages (the depth of
 // Triton's best mma.sync dW tile in a one-off sweep) took 0.6-1.5 % off dW alone at T = 256 and nothing off
-// forward + backward (NOTES.md "v16 run 37"): kept at 4.
+// forward + backward (git:NOTES.md "v16 run 37"): kept at 4.
 #ifndef ADALN_PORTABLE_DW_STAGES
 #define ADALN_PORTABLE_DW_STAGES 4
 #endif

@@ -37,7 +37,7 @@ using GemmDact = cutlass::gemm::device::GemmUniversal<
 // dW, M = N_out, N = D, K = T: A = dY^T (dY row-major (T, N_out) is A column-major), B = act (T, D) row-major.
 // Its tile order (ADALN_PORTABLE_DW_SWIZZLE, portable_config.h): 0 = the other GEMMs' (eight tiles along D, then
 // down all N_out rows: dW is written in three column bands, one after another), 1 = along D first (whole row
-// strips, the order the store benchmark found fast: NOTES.md "Store microbenchmark").
+// strips, the order the store benchmark found fast: git:NOTES.md "Store microbenchmark").
 #if ADALN_PORTABLE_DW_SWIZZLE
 // CUTLASS 2's GemmHorizontalThreadblockSwizzle in the form GemmUniversal calls (a tile offset from log_tile).
 struct DwSwizzle {
@@ -84,7 +84,7 @@ using DactMid = GemmDact<Shape<128, 128, 32>, Shape<ADALN_PORTABLE_MID_DACT_WM, 
 #endif
 // dW above ADALN_DW_MMA_MAX rows (api.cu; below it dw_mma.cu): 128x128 for every T (the H200 run with 128x256
 // was slower at T <= 64 and equal at 2048; smaller tiles with more CTAs per SM were slower at T = 16 to 256:
-// NOTES.md, "v7 run 6").
+// git:NOTES.md, "v7 run 6").
 using Dw = GemmDw<Shape<128, 128, 32>, Shape<64, 64, 32>, ADALN_PORTABLE_DW_STAGES>;
 
 // Whether T (or the T block) takes the middle tier's tile (portable_config.h): up to its bound, and above it where

@@ -135,7 +135,7 @@ struct Sm90Gemm {
 // The largest power-of-two tile-order swizzle, at most `max_swizzle`, that adds no tile to an m x n GEMM with
 // this configuration. CUTLASS's persistent scheduler rounds the grid of tiles up to a multiple of swizzle x
 // cluster along each mode, and a padded tile runs its whole mainloop on zero-filled loads (only its stores are
-// predicated off): a swizzle of 2 turned 5 token tiles in 1x2 clusters into 8 (NOTES.md "v13 run 33").
+// predicated off): a swizzle of 2 turned 5 token tiles in 1x2 clusters into 8 (git:NOTES.md "v13 run 33").
 template <class Config>
 int padless_swizzle(int64_t m, int64_t n, int max_swizzle) {
   using Tile = typename Config::Tile;
@@ -161,7 +161,7 @@ bool clusters_pad_token_tiles(int64_t n) {
 // Token-side tiers of the forward and d_act GEMMs (sm90_config.h): `Tier<MaxT, Config>` takes T (or the T
 // block) <= MaxT (MaxT = 0: the tier is off and not compiled); the first tier that holds wins, and above them
 // all the GEMM's `Large` configuration. `Launch<Config>::run(args...)` is called. The bounds depend on T only,
-// and every tile gives the same bits (checked on the H200: NOTES.md).
+// and every tile gives the same bits (checked on the H200: docs/kernels.md).
 template <int MaxT, class Config>
 struct Tier {
   static constexpr int max_t = MaxT;

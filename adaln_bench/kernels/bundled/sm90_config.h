@@ -12,16 +12,16 @@
 // tried (wgmma m64nNk16 for N = 16 ... 256, and mma.sync): re-check on any new GPU, CUTLASS or nvcc.
 // dW (K = T: only repeatable, never compared across batches) has one configuration.
 //
-// Shipped v4 (NOTES.md, "v4" to "v6"): forward as v3.1 up to 128 rows (T <= 16: 128x16x128; T <= 64:
+// Shipped v4 (git:NOTES.md, "v4" to "v6"): forward as v3.1 up to 128 rows (T <= 16: 128x16x128; T <= 64:
 // 128x64x128; T <= 128: 128x128), 128x256 up to 256, 256x128 in 1x2 clusters above (64-wide epilogue
 // subtiles; the tile order swizzled in pairs on every tier); d_act sums its chunks inside the GEMM, 128x16 /
 // 128x64 / 128x128 up to 16 / 64 / 128 rows and 128x128 in 1x2 clusters above; dW pingpong 128x192 with
-// 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu). v7 (NOTES.md "v7"): dW above 64 rows in 2x1
-// clusters (the act tile multicast), up to 64 rows as before. v11 (NOTES.md "v10.1 run 21", "v11 as
-// shipped"): the forward in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2). v11.1 (NOTES.md
-// "v11.1 run 24"): 128x32 for 16 < T <= 32 and 128x48 for 32 < T <= 48 (tiers 0B, 0C). v12 (NOTES.md "v12 run
+// 64x192 epilogue subtiles (and on CUDA cores at T = 1, api.cu). v7 (git:NOTES.md "v7"): dW above 64 rows in 2x1
+// clusters (the act tile multicast), up to 64 rows as before. v11 (git:NOTES.md "v10.1 run 21", "v11 as
+// shipped"): the forward in 128x96 tiles for 64 < T <= 96 (tier 1B, between tiers 1 and 2). v11.1 (git:NOTES.md
+// "v11.1 run 24"): 128x32 for 16 < T <= 32 and 128x48 for 32 < T <= 48 (tiers 0B, 0C). v12 (git:NOTES.md "v12 run
 // 25"): dW up to 64 rows in 64x96 epilogue subtiles with 4 store stages (was 64x192 with 2).
-// v14 (NOTES.md "v13 run 33" to "v14 run 35"): above 256 rows the forward is a 128x128 pingpong in 1x2 clusters
+// v14 (git:NOTES.md "v13 run 33" to "v14 run 35"): above 256 rows the forward is a 128x128 pingpong in 1x2 clusters
 // (was 256x128 cooperative), or 256x128 cooperative without clusters where the token-tile count is odd; its
 // swizzle never pads the tile grid.
 #pragma once
@@ -48,7 +48,7 @@
 #ifndef ADALN_FWD_TIER0_PINGPONG
 #define ADALN_FWD_TIER0_PINGPONG false
 #endif
-// Two tiers between tiers 0 and 1 (0 = off): 128x32 up to 32 rows, 128x48 up to 48 (NOTES.md "v11.1 run 24":
+// Two tiers between tiers 0 and 1 (0 = off): 128x32 up to 32 rows, 128x48 up to 48 (git:NOTES.md "v11.1 run 24":
 // forward at T = 17 / 24 / 32 0.95x cuBLAS against the 128x64 tier's 1.16 / 1.06 / 1.05x, at T = 33 0.99x on
 // 128x48 against 1.04x; bits identical).
 #ifndef ADALN_FWD_TIER0B_MAX
@@ -84,7 +84,7 @@
 #ifndef ADALN_FWD_TIER1_PINGPONG
 #define ADALN_FWD_TIER1_PINGPONG false
 #endif
-// A tier between tiers 1 and 2 (0 = off): 128x96 up to 96 rows (NOTES.md "v10.1 run 21": forward at T = 65 / 80 /
+// A tier between tiers 1 and 2 (0 = off): 128x96 up to 96 rows (git:NOTES.md "v10.1 run 21": forward at T = 65 / 80 /
 // 96 141 / 138 / 139 µs against the 128x128 tier's 166 / 166 / 153, bits identical; a 128x112 tile to 112 rows
 // was far slower, 230-240 µs).
 #ifndef ADALN_FWD_TIER1B_MAX
@@ -115,7 +115,7 @@
 #define ADALN_FWD_TIER3_TN 256
 #endif
 // Above the tiers, a T whose count of large token tiles the large clusters would round up (one empty tile column:
-// its mainloop still runs, on zero-filled loads) takes this configuration instead (0 = off). v14 (NOTES.md "v14
+// its mainloop still runs, on zero-filled loads) takes this configuration instead (0 = off). v14 (git:NOTES.md "v14
 // run 35"): the large tier's 128x128 pingpong lost 5-20 % to the cooperative 256x128 tile at such counts.
 #ifndef ADALN_FWD_ODD
 #define ADALN_FWD_ODD 1

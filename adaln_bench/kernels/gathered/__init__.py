@@ -1,4 +1,4 @@
-"""Bundled CUDA kernels of the four gathered AdaLN operators (issue 32; design and measurements in NOTES.md).
+"""Bundled CUDA kernels of the four gathered AdaLN operators (issue 32; design and measurements in docs/kernels.md).
 
 API (torch tensors in and out, all on one CUDA device; differentiable through torch.autograd.Function):
 

@@ -45,7 +45,7 @@ constexpr int kLanes = 8;           // warps of a column CTA; one lane of tokens
 constexpr int kRowsPerChunk = 512;  // C = min(CMAX, ceil(S / 512))
 constexpr float kNaN = __builtin_nanf("");
 
-// CMAX per column kernel (see NOTES.md: all CTAs of one launch resident at once at H = 5376 on an H200).
+// CMAX per column kernel (see docs/kernels.md: all CTAs of one launch resident at once at H = 5376 on an H200).
 constexpr int kCmaxNorm9 = 6;   // norm_modulate: 42 slices x 6 = 252 CTAs, ws 6 x 9 x 2 x H x 4 B
 constexpr int kCmaxNorm3 = 8;   // final_adaln_out: 42 x 8 = 336 CTAs, ws 8 x 3 x 2 x H x 4 B
 constexpr int kCmaxGate = 6;    // gate_residual: 42 x 6 = 252 CTAs, ws 6 x 9 x H x 4 B

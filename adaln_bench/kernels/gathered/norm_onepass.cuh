@@ -1,5 +1,5 @@
 // norm_modulate / final_adaln_out backward in one pass over x and dy (v3; included by gathered.cu, whose helpers
-// it uses). NOTES.md section 6 has the design, the prediction and the measurement.
+// it uses). docs/kernels.md has the design and the measurement.
 //
 // The two-pass backward (norm_dx_kernel, then a column kernel) reads x and dy twice because a row's dx needs the
 // row's full dot product while the table sums need per-column partials for all table entries: too much state for

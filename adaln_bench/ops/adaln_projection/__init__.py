@@ -1,4 +1,5 @@
-"""adaln_projection: fp32 temb (T, D) → SiLU → bf16 → linear to N = 6·M·H outputs (docs/spec.md#2-the-operator).
+"""adaln_projection: fp32 temb (T, D) → SiLU → bf16 → linear to N = 6·M·H outputs
+(docs/spec.md#103-adaln_projection).
 
 MiniMax-H3's AdaLN modulation projection; diffusers has it as `MiniMaxH3AdaLayerNormModulation`.
 """
@@ -30,7 +31,7 @@ def cost(s: Shape, n: int) -> Cost:
     w_bytes = s.out_features * s.dim * 2
     io = n * s.dim * 4 + n * s.out_features * 2
     flops = 2.0 * n * s.dim * s.out_features
-    # The step reads W twice and writes dW once (docs/spec.md#10-numbers-to-know), plus dY and d_temb.
+    # The step reads W twice and writes dW once (docs/kernels.md#floors), plus dY and d_temb.
     return Cost(fwd_bytes=w_bytes + io, step_bytes=3 * w_bytes + 2 * io + n * s.dim * 4,
                 fwd_flops=flops, step_flops=3 * flops)
 

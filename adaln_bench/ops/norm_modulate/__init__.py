@@ -25,7 +25,7 @@ def reference(x, w, sh, sc, idx):
 
 
 def cost(s: Shape, n: int):
-    # forward: read x, write y; backward: read dy and x, write dx (docs/spec.md#115-the-operators).
+    # forward: read x, write y; backward: read dy and x, write dx (docs/spec.md#105-norm_modulate).
     return rows_cost(2, 5, s.hidden, n, 2 * s.modalities ** 2)
 
 
