@@ -12,6 +12,7 @@ import typer
 # numpy is optional: torch warns at import when it is missing, which would only be noise here.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
+from adaln_bench.commands.compare import compare_command  # noqa: E402
 from adaln_bench.commands.diff import diff_command  # noqa: E402
 from adaln_bench.commands.fidelity import fidelity_command  # noqa: E402
 from adaln_bench.commands.kernel_bench import kernel_bench_command  # noqa: E402
@@ -41,6 +42,7 @@ app = typer.Typer(
 app.command("run")(run_command)
 app.command("report")(report_command)
 app.command("diff")(diff_command)
+app.command("compare")(compare_command)
 app.command("fidelity")(fidelity_command)
 app.command("kernel-bench")(kernel_bench_command)
 app.command("plot")(plot_command)
