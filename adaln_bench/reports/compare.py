@@ -29,6 +29,7 @@ from adaln_bench.reports.schema import Report
 from adaln_bench.reports.thresholds import Thresholds
 
 RUNS = "runs"  # the run index's folder beside the operators' folders: not a report
+H3 = "h3"  # the shape of a run that names none, as adaln_bench.reports.current names shapes
 PRIOR_ART = "prior-art"  # RL-Kernel's reference report: <op>.<gpu>.prior-art.json in the operator's folder
 
 # Which exit code wins when operators disagree: unreadable input hides everything else, a report that cannot be
@@ -156,20 +157,25 @@ def _report_from_text(text: str, name: str) -> Optional[Report]:
 
 
 def comparable(candidate: Facts, tonight: Optional[Facts]) -> bool:
-    """Could this committed report be tonight's baseline at all: complete, full, and (where tonight's report
-    was read) the same GPU, shape and draws; without one, drawn as on its GPU."""
-    if not (candidate.complete and candidate.full):
+    """Could this committed report be tonight's baseline at all: complete, full (a run of tonight's kind where
+    tonight's is not: accuracy-only against accuracy-only), and the same GPU, shape and draws; without a report
+    of tonight, a full one drawn as on its GPU."""
+    if not candidate.complete:
         return False
     if tonight is None:
-        return candidate.draws == NATIVE
-    return (candidate.gpu, candidate.shape, candidate.draws) == (tonight.gpu, tonight.shape, tonight.draws)
+        return candidate.full and candidate.draws == NATIVE
+    return ((candidate.full, candidate.accuracy_only, candidate.gpu, candidate.shape, candidate.draws)
+            == (tonight.full, tonight.accuracy_only, tonight.gpu, tonight.shape, tonight.draws))
 
 
 def rank(candidate: Facts, tonight: Optional[Facts]) -> tuple:
     """Higher is better: a report that measured every mode tonight did, else one that shares a mode with it,
-    then the newest (its `started_at`, the name breaking a tie)."""
+    then the newest (its `started_at`, the name breaking a tie). Without a report of tonight, one at the
+    model's shape (H3, what a plain run measures) first."""
     modes, theirs = set(tonight.modes) if tonight else set(), set(candidate.modes)
-    return (modes <= theirs, bool(modes & theirs), candidate.started_at, candidate.path.name)
+    shape = tonight.shape if tonight else H3
+    return (candidate.shape == shape, modes <= theirs, bool(modes & theirs), candidate.started_at,
+            candidate.path.name)
 
 
 def prior_art_path(folder: str, op: str) -> str:
