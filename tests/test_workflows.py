@@ -1,7 +1,8 @@
 """The GitHub workflows: actionlint-clean, shaped as the project needs, and their shell steps do what they say.
 
-The shell of each step that decides something (which baseline, what the diff's exit code becomes) is run
-here with bash, the way GitHub runs it (`bash --noprofile --norc -eo pipefail`), against fakes.
+The shell of each step that decides something (what the comparison's exit code becomes, what the verdict is)
+is run here with bash, the way GitHub runs it (`bash --noprofile --norc -eo pipefail`), against fakes. Which
+baseline each operator gets is `adaln-bench compare`'s, tested in tests/test_compare.py.
 """
 from __future__ import annotations
 
@@ -119,15 +120,13 @@ def test_nightly_installs_runs_every_mode_and_uploads():
     assert "--mode" not in run and "--quick" not in run and "--op" not in run  # every operator and mode, full probes
     env = wf["jobs"]["b200"]["env"]
     assert env["NIGHT_DIR"] == "tonight/b200" and env["RESULTS_DIR"] == "results/b200"
-    assert env["OPS"].split() == ["timestep_sinusoid", "timestep_mlp", "adaln_projection", "adaln_row_gather",
-                                  "norm_modulate", "gate_residual", "final_adaln_out"]
     upload = step(wf, "Upload reports, plot and diffs")
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
     paths = upload["with"]["path"].splitlines()
     assert paths == ["${{ env.NIGHT_DIR }}/*/*.json", "${{ env.PLOT }}", "${{ env.DIFF_DIR }}/",
                      "${{ env.BASELINES }}", "${{ env.ENVS_FILE }}"]  # every report of tonight: a glob
-    diff = step(wf, "Diff against the baselines")
-    assert '>> "$GITHUB_STEP_SUMMARY"' in diff["run"]
+    compare = step(wf, "Compare with the baselines")
+    assert '--summary "$GITHUB_STEP_SUMMARY"' in compare["run"] and compare["if"] == "always()"
     assert step(wf, "Verdict")["if"] == "always()"
 
 
@@ -210,105 +209,41 @@ def test_ci_runs_the_test_script_on_pull_requests():
     assert any(s.get("run") == "bash .ci/run" for s in job["steps"])
 
 
-# --- the diff step and the verdict: exit codes ------------------------------------------------------
+# --- the comparison and the verdict: exit codes ----------------------------------------------------
 
-# `adaln-bench diff OLD NEW [--markdown|--json]`: the operator is NEW's folder; FAKE_RC_<op> is its exit code.
-FAKE_CLI = """#!/bin/bash
+# `adaln-bench compare ...`: logs its arguments, writes the baselines file its --baselines names, exits FAKE_RC.
+COMPARE_CLI = """#!/bin/bash
 echo "$*" >> "$CALLS"
-op="$(basename "$(dirname "$3")")"
-case " $* " in
-  *" --markdown "*) echo "fake markdown verdict for $op against $2" ;;
-  *" --json "*) echo '{"fake": "'"$op"'"}' ;;
-  *) echo "fake table" ;;
-esac
-rc_var="FAKE_RC_$op"
-exit "${!rc_var:-0}"
+while [ $# -gt 0 ]; do
+  if [ "$1" = --baselines ] && [ -n "$WRITE_BASELINES" ]; then
+    printf 'timestep_mlp\\nadaln_projection origin/main:results/b200/adaln_projection/p.json\\n' > "$2"
+  fi
+  shift
+done
+exit "${FAKE_RC:-0}"
 """
 
 
-def run_diff(tmp_path: Path, rcs: dict[str, int | None], extra_reports: dict[str, int] | None = None):
-    """The diff step with tonight's report of each operator in `rcs`; None: that operator has no baseline."""
+@pytest.mark.parametrize("rc, requested, write", [(0, "", True), (1, "", True), (3, "v1:old/b200", True),
+                                                  (2, "", False)])
+def test_compare_step_calls_the_command_and_records_its_exit_code(tmp_path, rc, requested, write):
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(parents=True)
+    bin_dir.mkdir()
     fake = bin_dir / "adaln-bench"
-    fake.write_text(FAKE_CLI, encoding="utf-8")
+    fake.write_text(COMPARE_CLI, encoding="utf-8")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    night = tmp_path / "tonight" / "b200"
-    lines: list[str] = []
-    for op, rc in rcs.items():
-        (night / op).mkdir(parents=True)
-        (night / op / f"{op}.b200.abc1234.h3.json").write_text("{}")
-        lines.append(op if rc is None else f"{op} origin/main:results/b200/{op}/{op}.b200.prior-art.json")
-    for op, count in (extra_reports or {}).items():
-        for i in range(count):
-            (night / op / f"{op}.extra{i}.json").write_text("{}")
-    (night / "runs").mkdir(parents=True)
-    (night / "runs" / "run.b200.abc1234.h3.json").write_text('{"kind": "adaln_bench_run_index"}')
-    (tmp_path / "baselines.txt").write_text("".join(f"{line}\n" for line in lines))
-    output, summary, calls = tmp_path / "output", tmp_path / "summary", tmp_path / "calls"
-    calls.write_text("")
-    env = {"NIGHT_DIR": "tonight/b200", "BASELINES": "baselines.txt", "DIFF_DIR": "diffs", "CALLS": str(calls),
-           "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)}
-    env.update({f"FAKE_RC_{op}": str(rc) for op, rc in rcs.items() if rc is not None})
-    proc = run_step(step(load(NIGHTLY), "Diff against the baselines")["run"], env, tmp_path, bin_dir)
+    calls, output = tmp_path / "calls", tmp_path / "output"
+    env = {"CALLS": str(calls), "FAKE_RC": str(rc), "WRITE_BASELINES": "1" if write else "", "REQUESTED": requested,
+           "DEFAULT_BRANCH": "main", "NIGHT_DIR": "tonight/b200", "RESULTS_DIR": "results/b200",
+           "BASELINES": "baselines.txt", "DIFF_DIR": "diffs", "GITHUB_OUTPUT": str(output),
+           "GITHUB_STEP_SUMMARY": "summary.md"}
+    proc = run_step(step(load(NIGHTLY), "Compare with the baselines")["run"], env, tmp_path, bin_dir)
     assert proc.returncode == 0, proc.stderr  # the verdict step decides; this one only records
-    (line,) = output.read_text().splitlines()
-    assert line.startswith("rc=")
-    return int(line[len("rc="):]), summary.read_text() if summary.exists() else "", calls.read_text().splitlines()
-
-
-@pytest.mark.parametrize("rc", [0, 1, 2, 3])
-def test_diff_step_records_the_exit_code_and_writes_the_summary(tmp_path, rc):
-    got, summary, calls = run_diff(tmp_path, {"adaln_projection": rc})
-    assert got == rc
-    base = "origin/main:results/b200/adaln_projection/adaln_projection.b200.prior-art.json"
-    new = "tonight/b200/adaln_projection/adaln_projection.b200.abc1234.h3.json"
-    assert calls == [f"diff {base} {new} --markdown", f"diff {base} {new}", f"diff {base} {new} --json"]
-    assert summary.startswith("## adaln_projection\n\nfake markdown verdict for adaln_projection against " + base)
-    assert ("could not read its input" in summary) == (rc == 2)
-    assert (tmp_path / "diffs" / "adaln_projection.json").read_text() == '{"fake": "adaln_projection"}\n'
-    assert (tmp_path / "diffs" / "adaln_projection.md").read_text().startswith("fake markdown verdict")
-    assert "runs" not in summary  # the run index is not a report
-
-
-@pytest.mark.parametrize(
-    "rcs, worst",
-    [
-        ({"timestep_mlp": 0, "norm_modulate": 0, "gate_residual": 0}, 0),
-        ({"timestep_mlp": 0, "norm_modulate": 1, "gate_residual": 0}, 1),
-        ({"timestep_mlp": 1, "norm_modulate": 3, "gate_residual": 0}, 3),
-        ({"timestep_mlp": 3, "norm_modulate": 1, "gate_residual": 0}, 3),
-        ({"timestep_mlp": 3, "norm_modulate": 2, "gate_residual": 1}, 2),
-        ({"timestep_mlp": 2, "norm_modulate": 3, "gate_residual": 1}, 2),
-        ({"timestep_mlp": 0, "norm_modulate": 139, "gate_residual": 3}, 2),  # a crashed diff: its input unread
-        ({"timestep_sinusoid": None, "norm_modulate": 0}, 0),  # no baseline: said, and fails nothing
-        ({"timestep_sinusoid": None, "norm_modulate": 1}, 1),
-    ],
-)
-def test_diff_step_is_the_worst_of_the_operators(tmp_path, rcs, worst):
-    got, summary, calls = run_diff(tmp_path, rcs)
-    assert got == worst
-    headings = [line[3:] for line in summary.splitlines() if line.startswith("## ")]
-    assert headings == sorted(rcs)  # every operator tonight, each under its own heading
-    for op, rc in rcs.items():
-        section = summary.split(f"## {op}\n", 1)[1].split("\n## ", 1)[0]
-        if rc is None:
-            assert "No baseline for " + op in section
-            assert not any(f"/{op}/" in c for c in calls)  # not diffed
-            assert json.loads((tmp_path / "diffs" / f"{op}.json").read_text()) == {"operator": op, "baseline": None}
-        else:
-            assert f"fake markdown verdict for {op}" in section
-            assert ("could not read its input" in section) == (rc == 2)
-            assert ("adaln-bench diff failed (exit 139)" in section) == (rc == 139)
-            assert json.loads((tmp_path / "diffs" / f"{op}.json").read_text()) == {"fake": op}
-
-
-def test_diff_step_without_reports_or_with_two_of_one_operator_is_unreadable_input(tmp_path):
-    got, summary, calls = run_diff(tmp_path / "none", {})
-    assert got == 2 and calls == [] and "No report tonight" in summary
-    got, summary, calls = run_diff(tmp_path / "two", {"norm_modulate": 0, "gate_residual": 0}, {"gate_residual": 1})
-    assert got == 2 and "2 reports of gate_residual tonight, expected one" in summary
-    assert not any("/gate_residual/" in c for c in calls) and len(calls) == 3  # norm_modulate's three
+    assert calls.read_text().splitlines() == [
+        f"compare tonight/b200 --rev origin/main --results results/b200 --baseline {requested} "
+        "--baselines baselines.txt --out diffs --summary summary.md"]
+    projection = "origin/main:results/b200/adaln_projection/p.json" if write else ""
+    assert output.read_text().splitlines() == [f"rc={rc}", f"projection={projection}"]
 
 
 PLOT_CLI = """#!/bin/bash
@@ -362,7 +297,7 @@ def test_verdict_fails_on_regression_bad_input_and_not_comparable(tmp_path, run_
     assert message in proc.stdout
 
 
-# --- the baseline: the newest report committed on the default branch --------------------------------
+# --- a git repository for the dashboard's history ---------------------------------------------------
 
 
 @dataclass
@@ -378,122 +313,6 @@ class Repo:
         path.write_text("{}\n")
         self.git("add", rel)
         self.git("commit", "-q", "-m", f"add {rel}")
-
-
-@pytest.fixture
-def repo(tmp_path) -> Repo:
-    r = Repo(tmp_path)
-    r.git("init", "-q", "-b", "main")
-    r.git("config", "user.email", "test@example.com")
-    r.git("config", "user.name", "test")
-    r.git("config", "commit.gpgsign", "false")
-    r.commit_file("README")
-    return r
-
-
-OPS = ["timestep_sinusoid", "timestep_mlp", "adaln_projection", "adaln_row_gather", "norm_modulate",
-       "gate_residual", "final_adaln_out"]
-
-
-def find_baselines(repo: Repo, requested: str = "") -> dict[str, str | None]:
-    """Each operator's baseline as the step finds it (None: none), checked against its outputs."""
-    repo.git("update-ref", "refs/remotes/origin/main", "HEAD")  # as if pushed: the step reads origin/<default>
-    output, baselines = repo.root / "output", repo.root / "baselines.txt"
-    output.write_text("")
-    env = {"REQUESTED": requested, "DEFAULT_BRANCH": "main", "GITHUB_OUTPUT": str(output),
-           "RESULTS_DIR": "results/b200", "OPS": " ".join(OPS), "BASELINES": "baselines.txt"}
-    proc = run_step(step(load(NIGHTLY), "Find the baselines")["run"], env, repo.root)
-    assert proc.returncode == 0, proc.stderr
-    found: dict[str, str | None] = {}
-    for line in baselines.read_text().splitlines():
-        op, _, ref = line.partition(" ")
-        found[op] = ref or None
-    assert list(found) == OPS
-    assert proc.stdout.splitlines() == [f"{op}: {ref or 'no baseline'}" for op, ref in found.items()]
-    (line,) = output.read_text().splitlines()
-    assert line == f"projection={found['adaln_projection'] or ''}"
-    return found
-
-
-def prior_art(op: str) -> str:
-    return f"results/b200/{op}/{op}.b200.prior-art.json"
-
-
-def test_baseline_is_the_newest_committed_report_of_each_operator(repo):
-    for op in ("adaln_projection", "norm_modulate", "gate_residual"):
-        repo.commit_file(prior_art(op))
-    repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.aaa.h3.json")
-    repo.commit_file("results/b200/norm_modulate/norm_modulate.b200.aaa.h3.json")
-    repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.bbb.h3.json")
-    # Never a B200 baseline: another GPU's, one kept as history, one at the top of results/b200/, an
-    # interrupted run's.
-    repo.commit_file("results/h200/adaln_projection/adaln_projection.h200.ccc.h3.json")
-    repo.commit_file("results/h200/timestep_mlp/timestep_mlp.h200.ccc.h3.json")
-    repo.commit_file("results/b200/history/adaln_projection/adaln_projection.b200.old.h3.json")
-    repo.commit_file("results/b200/nightly-ddd.json")
-    repo.commit_file("results/b200/adaln_projection/adaln_projection.b200.ggg.h3.incomplete.json")
-    # Deleted since: not a baseline.
-    repo.commit_file("results/b200/norm_modulate/norm_modulate.b200.eee.h3.json")
-    repo.git("rm", "-q", "results/b200/norm_modulate/norm_modulate.b200.eee.h3.json")
-    repo.git("commit", "-q", "-m", "drop it")
-    found = find_baselines(repo)
-    assert found == {
-        "timestep_sinusoid": None,  # no report and no reference: no baseline, and the step succeeds
-        "timestep_mlp": None,  # only another GPU's
-        "adaln_projection": "origin/main:results/b200/adaln_projection/adaln_projection.b200.bbb.h3.json",
-        "adaln_row_gather": None,
-        "norm_modulate": "origin/main:results/b200/norm_modulate/norm_modulate.b200.aaa.h3.json",
-        "gate_residual": "origin/main:" + prior_art("gate_residual"),
-        "final_adaln_out": None,
-    }
-    # A newer report that is modified later stays the newest; a report of tonight's kind replaces the reference.
-    repo.commit_file("results/b200/gate_residual/gate_residual.b200.fff.h3.json")
-    (repo.root / prior_art("adaln_projection")).write_text('{"edited": 1}\n')
-    repo.git("commit", "-q", "-am", "edit the projection's reference")
-    found = find_baselines(repo)
-    assert found["gate_residual"] == "origin/main:results/b200/gate_residual/gate_residual.b200.fff.h3.json"
-    assert found["adaln_projection"] == "origin/main:" + prior_art("adaln_projection")  # modified: the newest
-
-
-def test_baseline_falls_back_to_the_reference(repo):
-    # Moved into place (as RL-Kernel's reports were): a rename is still a report committed there.
-    repo.commit_file("results/b200/rl_kernel/timestep_mlp.json")
-    (repo.root / prior_art("timestep_mlp")).parent.mkdir(parents=True)
-    repo.git("mv", "results/b200/rl_kernel/timestep_mlp.json", prior_art("timestep_mlp"))
-    repo.git("commit", "-q", "-m", "move the reference")
-    repo.commit_file(prior_art("final_adaln_out"))
-    repo.commit_file("results/b200/final_adaln_out/final_adaln_out.b200.aaa.h3.json")
-    repo.git("rm", "-q", "results/b200/final_adaln_out/final_adaln_out.b200.aaa.h3.json")
-    repo.git("commit", "-q", "-m", "drop it")
-    found = find_baselines(repo)
-    assert found["timestep_mlp"] == "origin/main:" + prior_art("timestep_mlp")
-    assert found["final_adaln_out"] == "origin/main:" + prior_art("final_adaln_out")
-    assert [op for op, ref in found.items() if ref is None] == [
-        "timestep_sinusoid", "adaln_projection", "adaln_row_gather", "norm_modulate", "gate_residual"]
-    # Uncommitted (not on the default branch): not a baseline.
-    (repo.root / prior_art("adaln_projection")).parent.mkdir(parents=True)
-    (repo.root / prior_art("adaln_projection")).write_text("{}\n")
-    assert find_baselines(repo)["adaln_projection"] is None
-
-
-def test_baseline_can_be_named_for_the_projection_or_as_a_folder_of_a_revision(repo):
-    repo.commit_file(prior_art("norm_modulate"))
-    repo.commit_file("old/b200/adaln_projection/adaln_projection.b200.v1.h3.json")
-    repo.commit_file("old/b200/norm_modulate/norm_modulate.b200.prior-art.json")
-    repo.git("tag", "v1.0")
-    repo.commit_file("old/b200/adaln_projection/adaln_projection.b200.v2.h3.json")  # after v1.0: not in it
-    repo.git("update-ref", "refs/remotes/origin/main", "HEAD")
-    found = find_baselines(repo, "v1.0:results/b200/x.json")
-    assert found["adaln_projection"] == "v1.0:results/b200/x.json"  # as named, even if it cannot be read
-    assert found["norm_modulate"] == "origin/main:" + prior_art("norm_modulate")  # the others as usual
-    assert find_baselines(repo, "tonight.json")["adaln_projection"] == "tonight.json"
-    for requested in ("v1.0:old/b200", "v1.0:old/b200/"):
-        found = find_baselines(repo, requested)
-        assert found["adaln_projection"] == "v1.0:old/b200/adaln_projection/adaln_projection.b200.v1.h3.json"
-        assert found["norm_modulate"] == "v1.0:old/b200/norm_modulate/norm_modulate.b200.prior-art.json"
-        assert found["timestep_sinusoid"] is None
-    assert find_baselines(repo, "main:old/b200")["adaln_projection"] == \
-        "main:old/b200/adaln_projection/adaln_projection.b200.v2.h3.json"
 
 
 # --- the dashboard: built on every run, deployed with its history on the default branch -------------
