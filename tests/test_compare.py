@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_main
 
+from adaln_bench.ops.registry import all_operators
 from adaln_bench.reports.compare import worst
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,8 +21,7 @@ GATE = "gate_residual.h200.f51093c.h3.plain.json"
 GATE_PRIOR_ART = "gate_residual.b200.prior-art.json"  # RL-Kernel's, on the B200
 SINUSOID = "timestep_sinusoid.h200.f51093c.h3.plain.json"
 
-OPS = ["timestep_sinusoid", "timestep_mlp", "adaln_projection", "adaln_row_gather", "norm_modulate",
-       "gate_residual", "final_adaln_out"]
+OPS = list(all_operators())  # every operator gets a line in the baselines file, in the model's order
 
 
 def committed(name: str) -> dict:
@@ -76,7 +76,8 @@ def compare(repo: Repo, night: Path, capsys, monkeypatch, *options: str) -> tupl
         for line in (out / "baselines.txt").read_text(encoding="utf-8").splitlines():
             op, _, ref = line.partition(" ")
             baselines[op] = ref or None
-        assert [f"{op}: {ref or 'no baseline'}" for op, ref in baselines.items()] == stdout.splitlines()[:len(baselines)]
+        said = stdout.splitlines()[:len(baselines)]  # the log says each operator's baseline first
+        assert said == [f"{op}: {ref or 'no baseline'}" for op, ref in baselines.items()]
     return code, baselines, stdout, stderr
 
 
@@ -105,7 +106,7 @@ def test_the_baseline_is_the_newest_comparable_committed_report(repo, tmp_path, 
                                                                  quick=True))
     repo.add(f"{NM}/norm_modulate.h200.fff.flux.json", variant(PLAIN, started_at="2026-12-06T00:00:00+00:00",
                                                                shape={**committed(PLAIN)["shape"], "preset": "flux"}))
-    repo.add(f"results/h200/history/norm_modulate/norm_modulate.h200.ggg.h3.plain.json",
+    repo.add("results/h200/history/norm_modulate/norm_modulate.h200.ggg.h3.plain.json",
              variant(PLAIN, started_at="2026-12-07T00:00:00+00:00"))
     repo.add(f"{NM}/norm_modulate.h200.hhh.h3.plain.json", variant(PLAIN, started_at="2026-12-08T00:00:00+00:00"))
     repo.git("rm", "-q", f"{NM}/norm_modulate.h200.hhh.h3.plain.json")
@@ -238,6 +239,13 @@ def test_a_baseline_folder_of_another_revision(repo, tmp_path, capsys, monkeypat
         assert code == 0 and found["norm_modulate"] == f"v1:old/h200/norm_modulate/{PLAIN}"
     found = compare(repo, night, capsys, monkeypatch, "--baseline", "main:old/h200")[1]
     assert found["norm_modulate"] == "main:old/h200/norm_modulate/norm_modulate.h200.bbb.h3.plain.json"
+    # --results as a path from the current directory, in a subfolder or absolute: the same git folder.
+    (repo.root / "old" / "h200").mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(repo.root / "old")
+    code, out, _ = run_main(["compare", str(night), "--out", str(tmp_path / "sub"), "--results", "h200"], capsys)
+    assert "norm_modulate: HEAD:old/h200/norm_modulate/norm_modulate.h200.bbb.h3.plain.json" in out
+    found = compare(repo, night, capsys, monkeypatch, "--results", str(repo.root / "old" / "h200"))[1]
+    assert found["norm_modulate"] == "HEAD:old/h200/norm_modulate/norm_modulate.h200.bbb.h3.plain.json"
 
 
 @pytest.mark.parametrize("options, message", [
@@ -250,3 +258,11 @@ def test_bad_arguments_are_one_line_and_write_nothing(repo, tmp_path, capsys, mo
     code, found, stdout, stderr = compare(repo, night, capsys, monkeypatch, *options)
     assert code == 2 and message in stderr and len(stderr.strip().splitlines()) == 1
     assert not (tmp_path / "diffs").exists()
+
+
+def test_outside_a_git_repository_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    code, _, err = run_main(["compare", "tonight", "--out", "diffs"], capsys)
+    assert code == 2 and "run it inside the repository" in err and not (tmp_path / "here" / "diffs").exists()

@@ -74,7 +74,10 @@ class Repository:
         return cls(Path(top.strip()), prefix.strip())
 
     def git_path(self, path: str) -> str:
-        joined = os.path.normpath(os.path.join(self.prefix, path)).replace(os.sep, "/")
+        if os.path.isabs(path):
+            joined = os.path.relpath(Path(path).resolve(), self.root.resolve()).replace(os.sep, "/")
+        else:
+            joined = os.path.normpath(os.path.join(self.prefix, path)).replace(os.sep, "/")
         if joined.startswith("../") or joined == "..":
             raise UserError(f"{path}: outside the repository")
         return "" if joined == "." else joined
