@@ -266,3 +266,26 @@ def test_outside_a_git_repository_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path / "here")
     code, _, err = run_main(["compare", "tonight", "--out", "diffs"], capsys)
     assert code == 2 and "run it inside the repository" in err and not (tmp_path / "here" / "diffs").exists()
+
+
+def test_a_diff_that_crashes_is_unreadable_input_and_the_others_still_run(repo, tmp_path, capsys, monkeypatch):
+    import adaln_bench.reports.compare as compare_module
+
+    repo.add(f"{NM}/{PLAIN}", committed(PLAIN))
+    repo.add(f"results/h200/gate_residual/{GATE}", committed(GATE))
+    real = compare_module.diff_reports
+
+    def crash_on_norm_modulate(old, new, *args):
+        if new.op == "norm_modulate":
+            raise RuntimeError("boom")
+        return real(old, new, *args)
+
+    monkeypatch.setattr(compare_module, "diff_reports", crash_on_norm_modulate)
+    night = tonight(tmp_path, {"norm_modulate": [("nm.json", committed(PLAIN))],
+                               "gate_residual": [("g.json", committed(GATE))]})
+    code, _, stdout, stderr = compare(repo, night, capsys, monkeypatch)
+    assert code == 2 and "RuntimeError: boom" in stderr  # a bug keeps its traceback, in the log
+    assert (tmp_path / "diffs" / "norm_modulate.md").read_text().startswith(
+        "**adaln-bench diff failed (RuntimeError: boom)**")
+    assert "gate_residual: exit 0 against" in stdout
+    assert json.loads((tmp_path / "diffs" / "gate_residual.json").read_text())["exit_code"] == 0
