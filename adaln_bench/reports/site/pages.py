@@ -39,6 +39,7 @@ table.matrix td.cell{min-width:11em;font-size:12.5px}
 td.step-up{background:#ffebee;font-weight:700}td.step-down{background:#e8f5e9;font-weight:700}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .facts{color:#555;font-size:12.5px}.plot svg{max-width:100%;height:auto}
+table.summary td,table.summary th{white-space:nowrap}table.summary th.mode{white-space:normal}table.summary td{font-size:12px}.pick a{color:inherit}.pick-none .verdict{background:#ffcdd2;color:#b71c1c}
 code{font-size:12px;background:#f3f5f7;padding:0 .2em}blockquote{color:#555;border-left:3px solid #ccc;margin-left:0;padding-left:.8em}
 """
 
@@ -180,8 +181,11 @@ def reports_table(collected: Collected, links: Links) -> str:
             "<th>op</th><th>GPU</th><th>modes</th><th>probes</th></tr>" + "".join(rows) + "</table></details>")
 
 
-def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: Collected, links: Links) -> str:
-    parts = ["<h1>adaln-bench: batch invariance, accuracy and speed over time</h1>",
+def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: Collected, links: Links,
+               lead: str = "") -> str:
+    """`lead` (the summary of which implementation to use) comes first, before the matrices."""
+    parts = ["<h1>adaln-bench: batch invariance, accuracy and speed over time</h1>", lead,
+             '<h2 id="matrices">Every mode × candidate</h2>',
              '<p class="facts">Per operator and per GPU (one series per GPU, shape, probe size and input draw), '
              "a cell per mode × candidate: today's invariance verdict, the device time over the reference "
              "(the stock path sampled beside it, paired round by round) at the largest T with its trend "
@@ -192,7 +196,7 @@ def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: C
     for op, groups in ops.items():
         parts.append(f'<h2 id="op-{e(op)}"><a href="{e(links.op(op))}">{e(op)}</a></h2>')
         for group, histories in groups.items():
-            parts.append(f'<h3 id="{e(group.slug)}">{e(group.label)}</h3>')
+            parts.append(f'<h3 id="{e(op)}--{e(group.slug)}">{e(group.label)}</h3>')  # a GPU's group per op
             parts.append(group_facts(histories))
             parts.append(matrix(group, histories, links))
     skipped = []

@@ -31,6 +31,7 @@ from adaln_bench.reports.site.collect import Loaded
 YES, NO, UNAVAILABLE, FAILED, NOT_PROBED = "yes", "NO", "unavailable", "failed", "not probed"
 NATIVE_DRAW = "native"
 RATIO, ABSOLUTE = "ratio", "absolute"
+SIZE_SYMBOLS = (("dim", "D"), ("hidden", "H"), ("modalities", "M"), ("out_features", "N"), ("frequency", "F"))
 
 
 @dataclass(frozen=True, order=True)
@@ -130,7 +131,10 @@ def shape_of(report: Report) -> str:
     s = report.shape
     if s is None:
         return "H3 shape (implied)" if report.kind == PRIOR_ART_KIND else "shape not recorded"
-    text = f"D={s.dim} H={s.hidden} M={s.modalities} N={s.out_features}"
+    # Only the sizes the operator records: a norm_modulate report has no D or N, a sinusoid report no M.
+    text = " ".join(f"{symbol}={value}" for name, symbol in SIZE_SYMBOLS if (value := getattr(s, name)) is not None)
+    if not text:
+        return f"{s.preset} preset" if s.preset else "shape not recorded"
     return f"{text} ({s.preset})" if s.preset else text
 
 
