@@ -19,7 +19,7 @@ def modes_command(
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
     timeout: float = typer.Option(300, help="Seconds one mode's check may take."),
-    python: List[str] = typer.Option([], "--python", help="MODE=INTERPRETER (repeatable): check that mode there."),
+    python: List[str] = typer.Option([], "--python", metavar="MODE=PYTHON", help="MODE=INTERPRETER (repeatable): check that mode there."),
     envs_file: Optional[Path] = typer.Option(None, "--envs-file", help="TOML file mapping modes to interpreters."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
     details: bool = typer.Option(False, "--details", help="Each mode's environment, switch and description."),
@@ -71,7 +71,7 @@ def modes_command(
 
 
 def candidates_command(
-    op: List[str] = typer.Option([], "--op", help="Only this operator's candidates (repeatable)."),
+    op: List[str] = typer.Option([], "--op", metavar="OP", help="Only this operator's candidates (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
     details: bool = typer.Option(False, "--details", help="Each candidate's description beside why not."),
 ) -> None:
