@@ -91,7 +91,7 @@ def test_headings_name_only_recorded_sizes():
     assert norm and all("D=" not in s and "N=" not in s and "H=" in s for s in norm)
 
 
-def test_every_id_is_unique_on_every_page(tmp_path):
+def test_every_id_is_unique_on_every_page_and_rows_are_t_or_s(tmp_path):
     """Two operators on one GPU and shape share a group slug: the index's headings must still differ."""
     for op, day in (("adaln_projection", 1), ("gate_residual", 2)):
         report = make(base(), op[:4].ljust(40, "0"), day=day, clock=1.0, bundled_ratio=0.94, seed=day)
@@ -107,6 +107,11 @@ def test_every_id_is_unique_on_every_page(tmp_path):
         assert ids or page.parent.name == "diffs", page
         repeated = [i for i, n in Counter(ids).items() if n > 1]
         assert not repeated, f"{page.name}: {repeated[:3]}"
+    # A token operator's rows are S, a timestep operator's T, in the tables' heads.
+    tokens = (tmp_path / "site" / "op" / "gate_residual.html").read_text(encoding="utf-8")
+    timesteps = (tmp_path / "site" / "op" / "adaln_projection.html").read_text(encoding="utf-8")
+    assert "<th>S=" in tokens and "<th>T=" not in tokens
+    assert "<th>T=" in timesteps and "<th>S=" not in timesteps
 
 
 def test_plots_keep_the_threshold_band_and_mark_steps_in_the_legend(tmp_path):

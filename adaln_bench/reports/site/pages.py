@@ -12,6 +12,7 @@ from adaln_bench.reports.site.collect import Collected, Loaded
 from adaln_bench.reports.site.history import SeriesHistory
 from adaln_bench.reports.site.series import (
     FAILED, NO, NOT_PROBED, RATIO, UNAVAILABLE, YES, GroupKey, Latency, Point, _t_key, commit_of, gpu_of,
+    size_symbol,
 )
 
 TREND_MARK = {"up": "▲", "down": "▼", "flat": "▬"}
@@ -39,7 +40,8 @@ table.matrix td.cell{min-width:11em;font-size:12.5px}
 td.step-up{background:#ffebee;font-weight:700}td.step-down{background:#e8f5e9;font-weight:700}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .facts{color:#555;font-size:12.5px}.plot svg{max-width:100%;height:auto}
-table.summary td,table.summary th{white-space:nowrap}table.summary th.mode{white-space:normal}table.summary td{font-size:12px}.pick a{color:inherit}.pick-none .verdict{background:#ffcdd2;color:#b71c1c}
+table.summary td,table.summary th{white-space:nowrap}table.summary th.mode{white-space:normal}
+table.summary td{font-size:12px}.pick a{color:inherit}.pick-none .verdict{background:#ffcdd2;color:#b71c1c}
 code{font-size:12px;background:#f3f5f7;padding:0 .2em}blockquote{color:#555;border-left:3px solid #ccc;margin-left:0;padding-left:.8em}
 """
 
@@ -121,7 +123,7 @@ def _latency_lines(history: SeriesHistory) -> str:
              f"{TREND_WORD[s.trend]}</span>")
     note = " (absolute time)" if s.step_basis == "absolute" else ""
     return (f'<div class="ratio"><span title="{e(latency_title(lat))}">{e(latency_text(lat))}</span>{absolute} '
-            f'<span class="muted">T={e(s.headline_t)}</span> {trend}</div>'
+            f'<span class="muted">{size_symbol(history.series.group.op)}={e(s.headline_t)}</span> {trend}</div>'
             + _since(history, s.latency_since, "no step", "step at", s.latency_first, note))
 
 
@@ -226,11 +228,12 @@ def band(history: SeriesHistory, links: Links) -> str:
 
 def point_table(history: SeriesHistory, links: Links, diff_of: Callable[[int], Optional[str]], key: str) -> str:
     series = history.series
+    symbol = size_symbol(series.group.op)
     ts = sorted({t for p in series.points for t in p.latency}, key=_t_key)
     steps = {(m.index, m.what): m for m in history.latency_steps()}
     changes = {(m.index, m.what): m for m in history.error_changes}
     head = ("<tr><th>#</th><th>commit</th><th>date</th><th>links</th><th>invariant</th>"
-            + "".join(f"<th>T={e(t)}</th>" for t in ts) + "<th>worst fwd err</th><th>worst grad err</th></tr>")
+            + "".join(f"<th>{symbol}={e(t)}</th>" for t in ts) + "<th>worst fwd err</th><th>worst grad err</th></tr>")
     rows = []
     for i, p in enumerate(series.points):
         diff = diff_of(i)
@@ -248,7 +251,7 @@ def point_table(history: SeriesHistory, links: Links, diff_of: Callable[[int], O
             marked = [changes[(i, f"{kind} T={t}")] for t in series.ts() if (i, f"{kind} T={t}") in changes]
             cls = f' class="num step-{marked[0].direction}" data-step="{marked[0].direction}"' if marked else ' class="num"'
             title = "; ".join(f"{m.what}: {m.text}" for m in marked) or (
-                f"at T={worst_t}" + (f" (d{p.grad_worst_of[worst_t]})" if kind == "grad" else "") if worst_t else "")
+                f"at {symbol}={worst_t}" + (f" (d{p.grad_worst_of[worst_t]})" if kind == "grad" else "") if worst_t else "")
             tds.append(f'<td{cls} title="{e(title)}">{e(err_text(values[worst_t]) if worst_t else fmt.MISSING)}</td>')
         rows.append(f'<tr id="{e(key)}-p{i}" data-index="{i}"><td>{i}</td><td><code>{e(p.commit)}</code></td>'
                     f"<td>{e(p.date)}</td><td>{link_cell}</td>"

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from adaln_bench.errors import UserError
 from adaln_bench.reports import format as fmt
 from adaln_bench.reports.site.history import Mark, SeriesHistory
-from adaln_bench.reports.site.series import RATIO
+from adaln_bench.reports.site.series import RATIO, size_symbol
 from adaln_bench.reports.thresholds import Thresholds
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -126,6 +126,7 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str,
     if n < 2 or not panels:
         return None  # one point is a row of the table, not a history
     ts = history.series.ts()
+    rows = size_symbol(history.series.group.op)  # T or S: what the operator's rows are called
     colour = {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(ts)}
     cols = 2 if len(panels) > 1 else 1
     rows = (len(panels) + cols - 1) // cols
@@ -179,7 +180,8 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str,
             ax.set_xlim(-0.5, n - 0.5)
             ax.set_xticks(range(n), labels, rotation=60 if n > 6 else 0, fontsize=6.5)
             ax.grid(True, alpha=0.3)
-        handles = [Line2D([], [], color=colour[t], marker="o", markersize=4, linewidth=1, label=f"T={t}") for t in ts]
+        handles = [Line2D([], [], color=colour[t], marker="o", markersize=4, linewidth=1, label=f"{rows}={t}")
+                   for t in ts]
         if panels[0][0] == "ratio":
             handles.append(Patch(color=BAND, alpha=0.35, label=f"stock ±{thresholds.latency:.0%} (diff's threshold)"))
         for colour_, what in ((UP, "step: slower / less accurate"), (DOWN, "step: faster / more accurate")):

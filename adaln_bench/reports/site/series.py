@@ -127,6 +127,14 @@ def gpu_of(report: Report) -> str:
     return kind.upper() if kind else "unknown device"
 
 
+def size_symbol(op: str) -> str:
+    """What an operator's rows are called on the page: T (timesteps) or S (tokens), T when it is unknown."""
+    from adaln_bench.ops.registry import all_operators
+
+    found = all_operators().get(op)
+    return found.family.size_symbol if found is not None else "T"
+
+
 def shape_of(report: Report) -> str:
     s = report.shape
     if s is None:

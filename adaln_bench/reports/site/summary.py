@@ -14,7 +14,9 @@ from typing import Optional
 from adaln_bench.reports import format as fmt
 from adaln_bench.reports.site.history import SeriesHistory
 from adaln_bench.reports.site.pages import Links, anchor, e, err_text, latency_text, latency_title
-from adaln_bench.reports.site.series import NATIVE_DRAW, NO, RATIO, YES, GroupKey, Latency, Point, _t_key
+from adaln_bench.reports.site.series import (
+    NATIVE_DRAW, NO, RATIO, YES, GroupKey, Latency, Point, _t_key, size_symbol,
+)
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def summary_rows(ops: dict[str, dict[GroupKey, list[SeriesHistory]]]) -> list[Ro
 
 INTRO = ("Per operator and GPU, under each mode: the fastest candidate that is batch-invariant in the newest "
          "complete report of that mode (full probes, native inputs); its device time over the stock path "
-         "sampled beside it at the largest T it was timed at (×1.000 is as fast, under 1 faster; a time in µs "
+         "sampled beside it at the largest T or S it was timed at (×1.000 is as fast, under 1 faster; a time in µs "
          "or ms where the report has no stock path beside it); its worst forward · gradient error against "
          "FP64. Where a report timed nothing (RL-Kernel's), the most accurate invariant candidate, marked "
          "not timed. Hover a cell for its report; it links to its series. The full matrices follow.")
@@ -150,7 +152,7 @@ def _cell(row: Row, mode: str, links: Links) -> str:
     else:
         lat = pick.latency
         speed = (f'<span title="{e(latency_title(lat))}">{e(latency_text(lat))}</span>'
-                 f' <span class="muted">T={e(pick.t)}</span>')
+                 f' <span class="muted">{size_symbol(row.group.op)}={e(pick.t)}</span>')
     errors = " · ".join(_error(v) for v in (pick.fwd_err, pick.grad_err))
     return (f'<td class="pick" data-mode="{e(mode)}" data-candidate="{e(column)}" title="{e(title)}">'
             f'<a href="{e(links.op(row.group.op, anchor(row.group, pick.history)))}">'
