@@ -122,6 +122,8 @@ def test_plots_keep_the_threshold_band_and_mark_steps_in_the_legend(tmp_path):
     bundled = bundled[:bundled.index("</section>")]
     assert "diff&#x27;s threshold" in bundled or "diff's threshold" in bundled
     assert "step: slower" in bundled  # the planted step, drawn and named in the legend
+    svg = bundled[bundled.index("<svg"):bundled.index("</svg>")]
+    assert re.search(r">\s*T=2048\s*<", svg)  # each line of the legend names its row count
 
 
 def test_a_small_wobble_gets_a_range_no_narrower_than_the_threshold():

@@ -126,7 +126,7 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str,
     if n < 2 or not panels:
         return None  # one point is a row of the table, not a history
     ts = history.series.ts()
-    rows = size_symbol(history.series.group.op)  # T or S: what the operator's rows are called
+    symbol = size_symbol(history.series.group.op)  # T or S: what the operator's rows are called
     colour = {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(ts)}
     cols = 2 if len(panels) > 1 else 1
     rows = (len(panels) + cols - 1) // cols
@@ -180,7 +180,7 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str,
             ax.set_xlim(-0.5, n - 0.5)
             ax.set_xticks(range(n), labels, rotation=60 if n > 6 else 0, fontsize=6.5)
             ax.grid(True, alpha=0.3)
-        handles = [Line2D([], [], color=colour[t], marker="o", markersize=4, linewidth=1, label=f"{rows}={t}")
+        handles = [Line2D([], [], color=colour[t], marker="o", markersize=4, linewidth=1, label=f"{symbol}={t}")
                    for t in ts]
         if panels[0][0] == "ratio":
             handles.append(Patch(color=BAND, alpha=0.35, label=f"stock ±{thresholds.latency:.0%} (diff's threshold)"))
