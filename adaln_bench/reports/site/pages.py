@@ -190,7 +190,7 @@ def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: C
              '<h2 id="matrices">Every mode × candidate</h2>',
              '<p class="facts">Per operator and per GPU (one series per GPU, shape, probe size and input draw), '
              "a cell per mode × candidate: today's invariance verdict, the device time over the reference "
-             "(the stock path sampled beside it, paired round by round) at the largest T with its trend "
+             "(the stock path sampled beside it, paired round by round) at the largest T or S with its trend "
              "(▲ slower, ▼ faster, ▬ no step beyond the series' own noise; a time in µs or ms where the report has no "
              "reference beside it), and the worst forward and gradient "
              "errors against FP64, each with the commit and date where it last changed. A cell links to its "
