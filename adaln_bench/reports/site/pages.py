@@ -250,7 +250,7 @@ def point_table(history: SeriesHistory, links: Links, diff_of: Callable[[int], O
             worst_t = max(values, key=values.__getitem__, default=None)
             marked = [changes[(i, f"{kind} T={t}")] for t in series.ts() if (i, f"{kind} T={t}") in changes]
             cls = f' class="num step-{marked[0].direction}" data-step="{marked[0].direction}"' if marked else ' class="num"'
-            title = "; ".join(f"{m.what}: {m.text}" for m in marked) or (
+            title = "; ".join(f"{_what(m, symbol)}: {m.text}" for m in marked) or (
                 f"at {symbol}={worst_t}" + (f" (d{p.grad_worst_of[worst_t]})" if kind == "grad" else "") if worst_t else "")
             tds.append(f'<td{cls} title="{e(title)}">{e(err_text(values[worst_t]) if worst_t else fmt.MISSING)}</td>')
         rows.append(f'<tr id="{e(key)}-p{i}" data-index="{i}"><td>{i}</td><td><code>{e(p.commit)}</code></td>'
@@ -260,16 +260,23 @@ def point_table(history: SeriesHistory, links: Links, diff_of: Callable[[int], O
     return f'<table class="points">{head}{"".join(rows)}</table>'
 
 
+def _what(mark, symbol: str) -> str:
+    """A mark's `T=…` (its key along the series) as the operator's rows are called: T or S."""
+    return mark.what.replace("T=", f"{symbol}=", 1)
+
+
 def series_section(group: GroupKey, history: SeriesHistory, links: Links, svg: Optional[str],
                    diff_of: Callable[[int], Optional[str]]) -> str:
     s = history.series
     key = anchor(group, history)
     steps = history.latency_steps()
     notes = []
+    symbol = size_symbol(group.op)
     if steps:
-        notes.append("latency steps: " + "; ".join(f"#{m.index} {m.what} {m.text}" for m in steps))
+        notes.append("latency steps: " + "; ".join(f"#{m.index} {_what(m, symbol)} {m.text}" for m in steps))
     if history.error_changes:
-        notes.append("error changes: " + "; ".join(f"#{m.index} {m.what} {m.text}" for m in history.error_changes))
+        notes.append("error changes: " + "; ".join(f"#{m.index} {_what(m, symbol)} {m.text}"
+                                                   for m in history.error_changes))
     if history.verdict_changes:
         notes.append("verdict changes: " + "; ".join(f"#{m.index} {m.text}" for m in history.verdict_changes))
     return (f'<section class="series" id="{e(key)}" data-mode="{e(s.mode)}" data-candidate="{e(s.candidate)}" '
