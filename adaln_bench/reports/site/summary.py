@@ -1,8 +1,9 @@
 """The index's answer at a glance: per operator and GPU, under each mode, which implementation to use.
 
 The pick under a mode is the fastest candidate that is batch-invariant in the newest complete report of
-that mode that probed invariance and timed it (a full report: not latency-only, not accuracy-only, not cut
-short), with its device time over the stock path sampled beside it and its worst errors against FP64.
+that mode that probed invariance and timed it (not latency-only, not cut short), with its device time over
+the stock path sampled beside it and its worst errors against FP64. Where no such report timed anything
+(RL-Kernel's reports carry no device time), the most accurate invariant candidate, marked not timed.
 Only one group per (operator, GPU) answers: full probes, native inputs, the shape with the most reports;
 quick runs and inputs drawn as another GPU's are experiments, shown in the matrices below the summary.
 """
@@ -13,7 +14,7 @@ from typing import Optional
 
 from adaln_bench.reports import format as fmt
 from adaln_bench.reports.site.history import SeriesHistory
-from adaln_bench.reports.site.pages import Links, anchor, e, err_text, latency_text, latency_title
+from adaln_bench.reports.site.pages import Links, anchor, e, latency_text, latency_title
 from adaln_bench.reports.site.series import (
     NATIVE_DRAW, NO, RATIO, YES, GroupKey, Latency, Point, _t_key, size_symbol,
 )
