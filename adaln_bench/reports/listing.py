@@ -101,11 +101,11 @@ def candidate_rows(ops: Sequence[str] = ()) -> list[dict]:
 
 def candidates_table(rows: list[dict]) -> list[RenderableType]:
     """One line per candidate, its operator named once; why one cannot run here is a numbered note below."""
-    table = listing_table("candidates (also any module:function; --details for what each is)")
+    table = listing_table("candidates (also any module:function; --details: what each is)")
     table.add_column("operator", no_wrap=True)
     table.add_column("candidate", no_wrap=True)
     table.add_column("default modes", no_wrap=True)
-    table.add_column("here", no_wrap=True)
+    table.add_column("here")  # "no [2]" may wrap below 80 columns; names may not
     notes = Notes()
     previous = None
     for r in rows:
@@ -152,7 +152,7 @@ def modes_table(rows: list[dict]) -> list[RenderableType]:
     """One line per mode; why one is not available here is a numbered note below."""
     table = listing_table("modes (--details for environments and switches)")
     for col in ("mode", "kind", "available", "library"):
-        table.add_column(col, no_wrap=True)
+        table.add_column(col, no_wrap=col in ("mode", "kind"))
     notes = Notes()
     for r in rows:
         table.add_row(escape(r["mode"]), escape(r["kind"]), _available(r, notes), escape(_library(r)))
