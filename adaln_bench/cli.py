@@ -39,23 +39,33 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-app.command("run")(run_command)
-app.command("report")(report_command)
-app.command("diff")(diff_command)
-app.command("compare")(compare_command)
-app.command("fidelity")(fidelity_command)
-app.command("kernel-bench")(kernel_bench_command)
-app.command("plot")(plot_command)
-app.command("publish")(publish_command)
-app.command("summary")(summary_command)
-app.command("modes")(modes_command)
-app.command("ops")(ops_command)
-app.command("candidates")(candidates_command)
-app.command("env")(env_command)
+# One line each in the top-level --help (click would cut each docstring's first sentence with "…");
+# `adaln-bench COMMAND --help` gives the whole story.
+COMMANDS = (
+    ("run", run_command, "Measure invariance, accuracy and speed; a report per operator."),
+    ("report", report_command, "Show one report as a table or Markdown."),
+    ("diff", diff_command, "Compare two reports: a verdict per mode and candidate."),
+    ("compare", compare_command, "Diff each operator of a run against its committed baseline."),
+    ("fidelity", fidelity_command, "Compare reports of two GPUs: verdicts, times, errors."),
+    ("kernel-bench", kernel_bench_command, "Time bundled kernels against cuBLAS or their stock path (GPU)."),
+    ("plot", plot_command, "Plot latency, errors and probes of up to four reports."),
+    ("publish", publish_command, "Build a static site of the history of reports."),
+    ("summary", summary_command, "Write results/README.md from the current reports."),
+    ("modes", modes_command, "Every mode and whether it switches on here."),
+    ("ops", ops_command, "Every operator: sizes, modes and candidates."),
+    ("candidates", candidates_command, "Every candidate and whether it can run here."),
+    ("env", env_command, "The environment a report would record (JSON)."),
+)
+for _name, _command, _short in COMMANDS:
+    app.command(_name, short_help=_short)(_command)
 
 from adaln_bench.commands.envs import envs_app  # noqa: E402  (a group of commands: create, list)
 
-app.add_typer(envs_app, name="envs")
+app.add_typer(envs_app, name="envs", short_help="Make one environment per framework (vllm, sglang, megatron).")
+
+from adaln_bench.commands.help_text import quiet_list_argument_types  # noqa: E402
+
+quiet_list_argument_types()
 
 
 def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -102,3 +102,18 @@ def test_points_link_to_their_report_and_to_the_diff_before_them(site, page):
     assert "adaln-bench diff" in page.locator("h2").first.inner_text()
     assert page.locator("table").count() >= 1
     assert page.problems == []
+
+
+def test_the_summary_comes_first_and_its_cell_opens_the_series(site, page):
+    page.goto((site / "index.html").as_uri())
+    tables = page.locator("table")
+    assert tables.first.get_attribute("class") == "summary"
+    pick = page.locator('table.summary td.pick[data-mode="plain"]')
+    assert pick.count() == 1 and pick.get_attribute("data-candidate") == "bundled"
+    # The summary sits above the fold, before the first matrix.
+    assert pick.bounding_box()["y"] < page.locator("table.matrix").first.bounding_box()["y"]
+    pick.locator("a").click()
+    page.wait_for_load_state()
+    anchor = page.url.split("#", 1)[1]
+    assert page.locator(f'section.series[id="{anchor}"]').is_visible()
+    assert page.problems == []

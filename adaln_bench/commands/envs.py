@@ -24,16 +24,16 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-@envs_app.command("create")
+@envs_app.command("create", short_help="Create or reuse the environments; write the envs file.")
 def create_command(
-    frameworks: List[str] = typer.Argument(None, help="vllm, sglang, megatron; default: all three."),
+    frameworks: List[str] = typer.Argument(None, metavar="FRAMEWORK...", help="vllm, sglang, megatron; default: all three."),
     directory: Path = typer.Option(DEFAULT_DIR, "--dir", help="Where the environments live, one folder each."),
     envs_file: Optional[Path] = typer.Option(None, "--envs-file",
                                              help="The envs file to read pins from and write; default DIR/envs.toml."),
-    pin: List[str] = typer.Option([], "--pin", help="A requirement, e.g. vllm==0.33.0, or FRAMEWORK=REQUIREMENT "
+    pin: List[str] = typer.Option([], "--pin", metavar="REQUIREMENT", help="A requirement, e.g. vllm==0.33.0, or FRAMEWORK=REQUIREMENT "
                                   "(megatron=torch==2.13.0, vllm=./wheels/vllm.whl); repeatable; "
                                   "overrides the envs file's [pins] for that project."),
-    with_extra: List[str] = typer.Option(["diffusers"], "--with-extra",
+    with_extra: List[str] = typer.Option(["diffusers"], "--with-extra", metavar="EXTRA",
                                          help="Extras of this checkout installed in every environment beside the "
                                          "framework's (repeatable; default: diffusers)."),
     installer: str = typer.Option("auto", help="auto (uv when it is on PATH, else venv + pip), uv or pip."),
@@ -41,7 +41,7 @@ def create_command(
                                               help="The interpreter the environments are made from; default: this one."),
     system_site_packages: bool = typer.Option(False, "--system-site-packages",
                                               help="Let the environments see the base interpreter's packages."),
-    install_arg: List[str] = typer.Option([], "--install-arg",
+    install_arg: List[str] = typer.Option([], "--install-arg", metavar="ARG",
                                           help="An extra argument for the installer's `pip install` "
                                           "(repeatable), e.g. --install-arg=--no-index."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when an environment's recipe is unchanged."),
@@ -100,7 +100,7 @@ def create_command(
         raise typer.Exit(1)
 
 
-@envs_app.command("list")
+@envs_app.command("list", short_help="The environments that exist and what each holds.")
 def list_command(
     directory: Path = typer.Option(DEFAULT_DIR, "--dir", help="Where the environments live."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),

@@ -91,14 +91,14 @@ def run_header(commit: Optional[str], dirty: Optional[bool]) -> dict:
 
 def kernel_bench_command(
     library: Optional[List[str]] = typer.Option(
-        None, "--library", "-l",
+        None, "--library", "-l", metavar="LIBRARY",
         help="A bundled library: sm90, portable, or NAME=PATH:DEFINE,DEFINE (an sm90_config.h variant). "
              "Repeatable; default: every code path this GPU can run."),
     op: Optional[List[str]] = typer.Option(
-        None, "--op", help="An operator to time against its stock path instead of the projection's libraries against "
+        None, "--op", metavar="OP", help="An operator to time against its stock path instead of the projection's libraries against "
         "cuBLAS (repeatable; 'all': every operator with a bundled candidate). See --candidate."),
     candidate: Optional[List[str]] = typer.Option(
-        None, "--candidate", "-c", help="With --op: the candidates timed beside the stock path (default: bundled)."),
+        None, "--candidate", "-c", metavar="NAME", help="With --op: the candidates timed beside the stock path (default: bundled)."),
     sizes: Optional[str] = typer.Option(None, help="Token counts, comma-separated (default: 1,3,4,64,256,2048; "
                                         "with --op, 4097,32768,131072 for the token operators)."),
     processes: int = typer.Option(3, min=1, help="Fresh processes; each figure is the median over them."),

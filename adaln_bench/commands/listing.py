@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from adaln_bench.commands.device import resolve_device
-from adaln_bench.reports.render import wide_console
+from adaln_bench.reports.listing import modes_details, modes_table, print_listing
 
 
 def modes_command(
@@ -21,9 +19,11 @@ def modes_command(
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
     timeout: float = typer.Option(300, help="Seconds one mode's check may take."),
-    python: List[str] = typer.Option([], "--python", help="MODE=INTERPRETER (repeatable): check that mode there."),
+    python: List[str] = typer.Option([], "--python", metavar="MODE=PYTHON",
+                                     help="MODE=INTERPRETER (repeatable): check that mode there."),
     envs_file: Optional[Path] = typer.Option(None, "--envs-file", help="TOML file mapping modes to interpreters."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    details: bool = typer.Option(False, "--details", help="Each mode's environment, switch and description."),
 ) -> None:
     """Every mode: its environment, whether it switches on here, the library version, and why not."""
     from adaln_bench.envs.file import choose_interpreters
@@ -68,43 +68,36 @@ def modes_command(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table(title="modes")
-    for col in ("mode", "kind", "environment", "available", "library", "reason / switch"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        env = " ".join(f"{k}={v}" for k, v in r["environment"].items()) or "—"
-        avail = "not checked" if r["available"] is None else ("[green]yes[/green]" if r["available"] else f"[red]{r['status']}[/red]")
-        lib = f"{r['library']} {r['library_version'] or ''}".strip() if r["library"] else "—"
-        why = r["reason"] or r["switch"] or r["description"]
-        table.add_row(r["mode"], r["kind"], env, avail, lib, escape(why or ""))
-    wide_console().print(table)
+    print_listing(modes_details(rows) if details else modes_table(rows))
 
 
 def candidates_command(
-    op: List[str] = typer.Option([], "--op", help="Only this operator's candidates (repeatable)."),
+    op: List[str] = typer.Option([], "--op", metavar="OP", help="Only this operator's candidates (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    details: bool = typer.Option(False, "--details", help="Each candidate's description beside why not."),
 ) -> None:
     """Every registered candidate of every operator, whether it can run here, and why not."""
-    from adaln_bench.reports.listing import candidate_rows, candidates_table
+    from adaln_bench.reports.listing import candidate_rows, candidates_details, candidates_table
 
     rows = candidate_rows(op)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    wide_console().print(candidates_table(rows))
+    print_listing(candidates_details(rows) if details else candidates_table(rows))
 
 
 def ops_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    details: bool = typer.Option(False, "--details", help="Each operator's tensors, probes and stock path."),
 ) -> None:
     """Every operator: its tensors, sizes, candidates and modes."""
-    from adaln_bench.reports.listing import ops_rows, ops_table
+    from adaln_bench.reports.listing import ops_details, ops_rows, ops_table
 
     rows = ops_rows()
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    wide_console().print(ops_table(rows))
+    print_listing(ops_details(rows) if details else [ops_table(rows)])
 
 
 def env_command(

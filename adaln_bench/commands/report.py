@@ -10,7 +10,9 @@ def report_command(
     file: Path = typer.Argument(..., help="A report written by adaln-bench or RL-Kernel's runner."),
     markdown: bool = typer.Option(False, "--markdown", help="Markdown instead of a terminal table."),
 ) -> None:
-    """Show a report: invariant or not (with the failing counts), and error and time at T = 3, 256, 2048."""
+    """Show a report: invariant or not (with the failing counts), and error and time at up to three row
+    counts: T = 3, 256, 2048 (timesteps) for the timestep operators, the S (tokens) measured for the
+    per-token ones."""
     from adaln_bench.reports.io import read_report
     from adaln_bench.reports.render import markdown as to_markdown, print_summary
 

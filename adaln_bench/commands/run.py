@@ -115,11 +115,11 @@ def _projection_only_option(preset: Optional[str], dim, hidden, modalities) -> O
 
 
 def run_command(
-    op: List[str] = typer.Option([], "--op",
+    op: List[str] = typer.Option([], "--op", metavar="OP",
                                  help="Operator to measure (repeatable), or all; default: every operator "
                                  "(adaln-bench ops lists them)."),
-    mode: List[str] = typer.Option([], "--mode", "-m", help="Mode to run (repeatable); default: every mode."),
-    candidate: List[str] = typer.Option([], "--candidate", "-c",
+    mode: List[str] = typer.Option([], "--mode", "-m", metavar="MODE", help="Mode to run (repeatable); default: every mode."),
+    candidate: List[str] = typer.Option([], "--candidate", "-c", metavar="NAME",
                                         help="Candidate to measure (repeatable): a registered name or module:function."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
     quick: bool = typer.Option(False, "--quick", help="Smoke test: smaller probes, T in (1, 3) only; flagged in the report."),
@@ -134,7 +134,7 @@ def run_command(
     gpus: Optional[str] = typer.Option(None, help="Comma-separated GPU indices: modes run concurrently, one child per GPU."),
     modes_file: Optional[Path] = typer.Option(None, help="TOML file of extra recipe modes."),
     megatron_src: Optional[Path] = typer.Option(None, help="A Megatron-LM checkout to import Megatron from."),
-    python: List[str] = typer.Option([], "--python",
+    python: List[str] = typer.Option([], "--python", metavar="MODE=PYTHON",
                                      help="MODE=INTERPRETER (repeatable): run that mode's child under another "
                                      "Python environment, e.g. vllm=.adaln-envs/vllm/bin/python."),
     envs_file: Optional[Path] = typer.Option(None, "--envs-file",

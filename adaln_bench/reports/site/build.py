@@ -16,6 +16,7 @@ from adaln_bench.reports.site import diffs, pages, plots
 from adaln_bench.reports.site.collect import SITE_MARKER, Collected, Loaded, collect
 from adaln_bench.reports.site.history import SeriesHistory, analyse
 from adaln_bench.reports.site.series import GroupKey, group_series
+from adaln_bench.reports.site.summary import summary_html, summary_rows
 from adaln_bench.reports.thresholds import Thresholds
 
 # Written into every site: --out may replace a directory only when it holds this file (an earlier site).
@@ -119,14 +120,16 @@ def render_site(collected: Collected, root: Path, thresholds: Thresholds) -> Bui
                     name = diff_of(i)
                     return links.diff(name) if name else links.report(pts[i].loaded)
 
-                svg = plots.series_svg(h, link, prefix=f"{key}-")
+                svg = plots.series_svg(h, link, prefix=f"{key}-", thresholds=thresholds)
                 parts.append(pages.series_section(group, h, links, svg, diff_of))
                 steps += len(h.latency_steps())
             parts.append(pages.unavailable_list(group, [h for h in histories if pages.always_unavailable(h)], links))
             sections.append((group, parts))
         _write(root / "op" / pages.op_file(op), pages.op_page(op, sections))
 
-    _write(root / "index.html", pages.index_page(ops, collected, pages.Links("")))
+    index_links = pages.Links("")
+    lead = summary_html(summary_rows(ops), index_links)
+    _write(root / "index.html", pages.index_page(ops, collected, index_links, lead))
     summary = {
         "reports": [{"name": l.site_name, "source": str(l.path), "sha256": l.sha256} for l in collected.reports],
         "skipped": {"not_reports": len(collected.not_reports), "run_indexes": collected.run_indexes,

@@ -13,6 +13,7 @@ from adaln_bench.reports.site.collect import Collected, Loaded
 from adaln_bench.reports.site.history import SeriesHistory
 from adaln_bench.reports.site.series import (
     FAILED, NO, NOT_PROBED, RATIO, UNAVAILABLE, YES, GroupKey, Latency, Point, _t_key, commit_of, gpu_of,
+    size_symbol,
 )
 
 TREND_MARK = {"up": "▲", "down": "▼", "flat": "▬"}
@@ -40,6 +41,8 @@ table.matrix td.cell{min-width:11em;font-size:12.5px}
 td.step-up{background:#ffebee;font-weight:700}td.step-down{background:#e8f5e9;font-weight:700}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .facts{color:#555;font-size:12.5px}.plot svg{max-width:100%;height:auto}
+table.summary td,table.summary th{white-space:nowrap}table.summary th.mode{white-space:normal}
+table.summary td{font-size:12px}.pick a{color:inherit}.pick-none .verdict{background:#ffcdd2;color:#b71c1c}
 code{font-size:12px;background:#f3f5f7;padding:0 .2em}blockquote{color:#555;border-left:3px solid #ccc;margin-left:0;padding-left:.8em}
 """
 
@@ -121,7 +124,7 @@ def _latency_lines(history: SeriesHistory) -> str:
              f"{TREND_WORD[s.trend]}</span>")
     note = " (absolute time)" if s.step_basis == "absolute" else ""
     return (f'<div class="ratio"><span title="{e(latency_title(lat))}">{e(latency_text(lat))}</span>{absolute} '
-            f'<span class="muted">T={e(s.headline_t)}</span> {trend}</div>'
+            f'<span class="muted">{size_symbol(history.series.group.op)}={e(s.headline_t)}</span> {trend}</div>'
             + _since(history, s.latency_since, "no step", "step at", s.latency_first, note))
 
 
@@ -185,11 +188,14 @@ def reports_table(collected: Collected, links: Links) -> str:
             + "</table></details>")
 
 
-def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: Collected, links: Links) -> str:
-    parts = ["<h1>adaln-bench: batch invariance, accuracy and speed over time</h1>",
+def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: Collected, links: Links,
+               lead: str = "") -> str:
+    """`lead` (the summary of which implementation to use) comes first, before the matrices."""
+    parts = ["<h1>adaln-bench: batch invariance, accuracy and speed over time</h1>", lead,
+             '<h2 id="matrices">Every mode × candidate</h2>',
              '<p class="facts">Per operator and per GPU (one series per GPU, shape, probe size and input draw), '
              "a cell per mode × candidate: today's invariance verdict, the device time over the reference "
-             "(the stock path sampled beside it, paired round by round) at the largest T with its trend "
+             "(the stock path sampled beside it, paired round by round) at the largest T or S with its trend "
              "(▲ slower, ▼ faster, ▬ no step beyond the series' own noise; a time in µs or ms where the report has no "
              "reference beside it), and the worst forward and gradient "
              "errors against FP64, each with the commit and date where it last changed. A cell links to its "
@@ -197,7 +203,7 @@ def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: C
     for op, groups in ops.items():
         parts.append(f'<h2 id="op-{e(op)}"><a href="{e(links.op(op))}">{e(op)}</a></h2>')
         for group, histories in groups.items():
-            parts.append(f'<h3 id="{e(group.slug)}">{e(group.label)}</h3>')
+            parts.append(f'<h3 id="{e(op)}--{e(group.slug)}">{e(group.label)}</h3>')  # a GPU's group per op
             parts.append(group_facts(histories))
             parts.append(matrix(group, histories, links))
     skipped = []
@@ -227,11 +233,12 @@ def band(history: SeriesHistory, links: Links) -> str:
 
 def point_table(history: SeriesHistory, links: Links, diff_of: Callable[[int], Optional[str]], key: str) -> str:
     series = history.series
+    symbol = size_symbol(series.group.op)
     ts = sorted({t for p in series.points for t in p.latency}, key=_t_key)
     steps = {(m.index, m.what): m for m in history.latency_steps()}
     changes = {(m.index, m.what): m for m in history.error_changes}
     head = ("<tr><th>#</th><th>commit</th><th>date</th><th>links</th><th>invariant</th>"
-            + "".join(f"<th>T={e(t)}</th>" for t in ts) + "<th>worst fwd err</th><th>worst grad err</th></tr>")
+            + "".join(f"<th>{symbol}={e(t)}</th>" for t in ts) + "<th>worst fwd err</th><th>worst grad err</th></tr>")
     rows = []
     for i, p in enumerate(series.points):
         diff = diff_of(i)
@@ -248,8 +255,8 @@ def point_table(history: SeriesHistory, links: Links, diff_of: Callable[[int], O
             worst_t = max(values, key=values.__getitem__, default=None)
             marked = [changes[(i, f"{kind} T={t}")] for t in series.ts() if (i, f"{kind} T={t}") in changes]
             cls = f' class="num step-{marked[0].direction}" data-step="{marked[0].direction}"' if marked else ' class="num"'
-            title = "; ".join(f"{m.what}: {m.text}" for m in marked) or (
-                f"at T={worst_t}" + (f" (d{p.grad_worst_of[worst_t]})" if kind == "grad" else "") if worst_t else "")
+            title = "; ".join(f"{_what(m, symbol)}: {m.text}" for m in marked) or (
+                f"at {symbol}={worst_t}" + (f" (d{p.grad_worst_of[worst_t]})" if kind == "grad" else "") if worst_t else "")
             tds.append(f'<td{cls} title="{e(title)}">{e(err_text(values[worst_t]) if worst_t else fmt.MISSING)}</td>')
         rows.append(f'<tr id="{e(key)}-p{i}" data-index="{i}"><td>{i}</td><td><code>{e(p.commit)}</code></td>'
                     f"<td>{e(p.date)}</td><td>{link_cell}</td>"
@@ -258,16 +265,23 @@ def point_table(history: SeriesHistory, links: Links, diff_of: Callable[[int], O
     return f'<table class="points">{head}{"".join(rows)}</table>'
 
 
+def _what(mark, symbol: str) -> str:
+    """A mark's `T=…` (its key along the series) as the operator's rows are called: T or S."""
+    return mark.what.replace("T=", f"{symbol}=", 1)
+
+
 def series_section(group: GroupKey, history: SeriesHistory, links: Links, svg: Optional[str],
                    diff_of: Callable[[int], Optional[str]]) -> str:
     s = history.series
     key = anchor(group, history)
     steps = history.latency_steps()
     notes = []
+    symbol = size_symbol(group.op)
     if steps:
-        notes.append("latency steps: " + "; ".join(f"#{m.index} {m.what} {m.text}" for m in steps))
+        notes.append("latency steps: " + "; ".join(f"#{m.index} {_what(m, symbol)} {m.text}" for m in steps))
     if history.error_changes:
-        notes.append("error changes: " + "; ".join(f"#{m.index} {m.what} {m.text}" for m in history.error_changes))
+        notes.append("error changes: " + "; ".join(f"#{m.index} {_what(m, symbol)} {m.text}"
+                                                   for m in history.error_changes))
     if history.verdict_changes:
         notes.append("verdict changes: " + "; ".join(f"#{m.index} {m.text}" for m in history.verdict_changes))
     return (f'<section class="series" id="{e(key)}" data-mode="{e(s.mode)}" data-candidate="{e(s.candidate)}" '

@@ -16,11 +16,13 @@ from typing import Callable, Optional
 from adaln_bench.errors import UserError
 from adaln_bench.reports import format as fmt
 from adaln_bench.reports.site.history import Mark, SeriesHistory
-from adaln_bench.reports.site.series import RATIO
+from adaln_bench.reports.site.series import RATIO, size_symbol
+from adaln_bench.reports.thresholds import Thresholds
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf", "#d62728")
 UP, DOWN = "#d32f2f", "#2e7d32"
+BAND = "#cfd8dc"  # the ratio panel's band within diff's latency threshold of the stock path
 
 
 def require_matplotlib() -> None:
@@ -37,11 +39,35 @@ def _prefix_ids(svg: str, prefix: str) -> str:
     return re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', svg)
 
 
-def _step_lines(ax, marks: list[Mark]) -> None:
+def _step_lines(ax, marks: list[Mark]) -> set[str]:
+    """Dashed lines before each step's first point; the colours drawn, for the legend."""
+    drawn = set()
     for at in sorted({m.index for m in marks}):
         here = [m for m in marks if m.index == at]
         colour = UP if any(m.direction == "up" for m in here) else DOWN
         ax.axvline(at - 0.5, color=colour, linestyle="--", linewidth=1.2, alpha=0.8)
+        drawn.add(colour)
+    return drawn
+
+
+def _no_narrower_than(ax, values: list[float], rel: float, log: bool) -> None:
+    """A y-range at least ±rel around the values, so that noise well inside the threshold `diff` applies
+    (a 0.3 % wobble against its 5 %) does not fill the panel's height and read as a swing."""
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    if log:
+        if lo <= 0:
+            return
+        centre = (lo * hi) ** 0.5
+        lo, hi = min(lo, centre / (1 + rel)), max(hi, centre * (1 + rel))
+        pad = (hi / lo) ** 0.08
+        ax.set_ylim(lo / pad, hi * pad)
+    else:
+        centre = (lo + hi) / 2
+        lo, hi = min(lo, centre * (1 - rel)), max(hi, centre * (1 + rel))
+        pad = (hi - lo) * 0.08
+        ax.set_ylim(lo - pad, hi + pad)
 
 
 def _panels(history: SeriesHistory) -> list[tuple[str, str]]:
@@ -84,11 +110,15 @@ def _tick_labels(history: SeriesHistory) -> list[str]:
     return [label if i % every_k == 0 else "" for i, label in enumerate(labels)]
 
 
-def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) -> Optional[str]:
-    """The series' figure as an <svg> element, or None when it has fewer than two points or no numbers."""
+def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str,
+               thresholds: Thresholds = Thresholds()) -> Optional[str]:
+    """The series' figure as an <svg> element, or None when it has fewer than two points or no numbers.
+    The ratio panel shades the band within `diff`'s latency threshold of the stock path; every panel's
+    y-range is at least as wide as the threshold `diff` applies to its figure."""
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     n = len(history.series.points)
@@ -96,6 +126,7 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
     if n < 2 or not panels:
         return None  # one point is a row of the table, not a history
     ts = history.series.ts()
+    symbol = size_symbol(history.series.group.op)  # T or S: what the operator's rows are called
     colour = {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(ts)}
     cols = 2 if len(panels) > 1 else 1
     rows = (len(panels) + cols - 1) // cols
@@ -109,13 +140,16 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
         for ax in axes[len(panels):]:
             ax.set_visible(False)
         labels = _tick_labels(history)
+        steps_drawn: set[str] = set()
         for ax, (kind, title) in zip(axes, panels):
             ax.set_title(title, fontsize=9, loc="left")
+            values = []
             for t in ts:
                 filled, hollow = _points(history, kind, t)
                 every = sorted(filled + hollow)
                 if not every:
                     continue
+                values += [v for _, v in every]
                 ax.plot([i for i, _ in every], [v for _, v in every], color=colour[t], linewidth=1, alpha=0.6)
                 for group, face in ((filled, colour[t]), (hollow, "none")):
                     if group:
@@ -124,7 +158,10 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
                         markers.set_urls([link(i) for i, _ in group])
             if kind == "ratio":
                 ax.axhline(1.0, color="#999", linewidth=0.8)
-                _step_lines(ax, [m for r in history.runs if r.basis == RATIO for m in r.steps])
+                band = thresholds.latency
+                ax.axhspan(1 - band, 1 + band, color=BAND, alpha=0.35, linewidth=0, zorder=0)
+                _no_narrower_than(ax, values + [1 - band, 1 + band], band, log=False)
+                steps_drawn |= _step_lines(ax, [m for r in history.runs if r.basis == RATIO for m in r.steps])
             else:
                 ax.set_yscale("log")
                 ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
@@ -134,14 +171,23 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str) 
                 ax.yaxis.set_major_formatter(FuncFormatter(label))
                 ax.yaxis.set_minor_formatter(NullFormatter())
                 if kind == "absolute":
-                    _step_lines(ax, [m for r in history.runs if r.basis != RATIO for m in r.steps])
+                    _no_narrower_than(ax, values, thresholds.latency, log=True)
+                    steps_drawn |= _step_lines(ax, [m for r in history.runs if r.basis != RATIO for m in r.steps])
                 else:
-                    _step_lines(ax, [m for m in history.error_changes if m.what.startswith(kind + " ")])
+                    _no_narrower_than(ax, values, thresholds.accuracy, log=True)
+                    steps_drawn |= _step_lines(
+                        ax, [m for m in history.error_changes if m.what.startswith(kind + " ")])
             ax.set_xlim(-0.5, n - 0.5)
             ax.set_xticks(range(n), labels, rotation=60 if n > 6 else 0, fontsize=6.5)
             ax.grid(True, alpha=0.3)
-        handles = [Line2D([], [], color=colour[t], marker="o", markersize=4, linewidth=1, label=f"T={t}") for t in ts]
-        fig.legend(handles=handles, loc="upper right", ncols=len(ts), fontsize=7, frameon=False)
+        handles = [Line2D([], [], color=colour[t], marker="o", markersize=4, linewidth=1, label=f"{symbol}={t}")
+                   for t in ts]
+        if panels[0][0] == "ratio":
+            handles.append(Patch(color=BAND, alpha=0.35, label=f"stock ±{thresholds.latency:.0%} (diff's threshold)"))
+        for colour_, what in ((UP, "step: slower / less accurate"), (DOWN, "step: faster / more accurate")):
+            if colour_ in steps_drawn:
+                handles.append(Line2D([], [], color=colour_, linestyle="--", linewidth=1.2, label=what))
+        fig.legend(handles=handles, loc="upper right", ncols=len(handles), fontsize=7, frameon=False)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()

@@ -31,6 +31,7 @@ from adaln_bench.reports.site.collect import Loaded
 YES, NO, UNAVAILABLE, FAILED, NOT_PROBED = "yes", "NO", "unavailable", "failed", "not probed"
 NATIVE_DRAW = "native"
 RATIO, ABSOLUTE = "ratio", "absolute"
+SIZE_SYMBOLS = (("dim", "D"), ("hidden", "H"), ("modalities", "M"), ("out_features", "N"), ("frequency", "F"))
 
 
 @dataclass(frozen=True, order=True)
@@ -126,11 +127,22 @@ def gpu_of(report: Report) -> str:
     return kind.upper() if kind else "unknown device"
 
 
+def size_symbol(op: str) -> str:
+    """What an operator's rows are called on the page: T (timesteps) or S (tokens), T when it is unknown."""
+    from adaln_bench.ops.registry import all_operators
+
+    found = all_operators().get(op)
+    return found.family.size_symbol if found is not None else "T"
+
+
 def shape_of(report: Report) -> str:
     s = report.shape
     if s is None:
         return "H3 shape (implied)" if report.kind == PRIOR_ART_KIND else "shape not recorded"
-    text = f"D={s.dim} H={s.hidden} M={s.modalities} N={s.out_features}"
+    # Only the sizes the operator records: a norm_modulate report has no D or N, a sinusoid report no M.
+    text = " ".join(f"{symbol}={value}" for name, symbol in SIZE_SYMBOLS if (value := getattr(s, name)) is not None)
+    if not text:
+        return f"{s.preset} preset" if s.preset else "shape not recorded"
     return f"{text} ({s.preset})" if s.preset else text
 
 
