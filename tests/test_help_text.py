@@ -6,10 +6,11 @@ import re
 
 import pytest
 
+from adaln_bench import cli
 from conftest import run_main
 
-COMMANDS = ["run", "report", "diff", "fidelity", "kernel-bench", "plot", "publish", "modes", "ops",
-            "candidates", "env", "envs"]
+# Every command the app registers, in its order, then the `envs` group.
+COMMANDS = [name for name, _command, _short in cli.COMMANDS] + ["envs"]
 
 
 def _help(argv: list[str], capsys, monkeypatch) -> str:
