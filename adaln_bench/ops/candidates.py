@@ -85,9 +85,9 @@ def register(candidate: Candidate) -> Candidate:
 
 def candidates_of(op: str) -> dict[str, Candidate]:
     """Every candidate of operator `op`, by name, in registration order (entry points last)."""
-    from adaln_bench.ops.registry import load_builtin_operators
+    from adaln_bench.ops.registry import load_operators
 
-    load_builtin_operators()
+    load_operators()
     _load_entry_points()
     return {c.name: c for c in _REGISTRY.entries.values() if c.op == op}
 
