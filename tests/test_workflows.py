@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from adaln_bench.reports.listing import ops_rows
+
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = ROOT / ".github" / "workflows" / "nightly.yml"
 CI = ROOT / ".github" / "workflows" / "ci.yml"
+OPS = [row["op"] for row in ops_rows()]  # every operator, in the order `adaln-bench ops --json` lists them
 
 
 def load(path: Path) -> dict:
@@ -119,8 +122,7 @@ def test_nightly_installs_runs_every_mode_and_uploads():
     assert "--mode" not in run and "--quick" not in run and "--op" not in run  # every operator and mode, full probes
     env = wf["jobs"]["b200"]["env"]
     assert env["NIGHT_DIR"] == "tonight/b200" and env["RESULTS_DIR"] == "results/b200"
-    assert env["OPS"].split() == ["timestep_sinusoid", "timestep_mlp", "adaln_projection", "adaln_row_gather",
-                                  "norm_modulate", "gate_residual", "final_adaln_out"]
+    assert env["OPS"].split() == OPS  # as `adaln-bench ops --json` lists them
     upload = step(wf, "Upload reports, plot and diffs")
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
     paths = upload["with"]["path"].splitlines()
@@ -391,8 +393,6 @@ def repo(tmp_path) -> Repo:
     return r
 
 
-OPS = ["timestep_sinusoid", "timestep_mlp", "adaln_projection", "adaln_row_gather", "norm_modulate",
-       "gate_residual", "final_adaln_out"]
 
 
 def find_baselines(repo: Repo, requested: str = "") -> dict[str, str | None]:
@@ -437,14 +437,11 @@ def test_baseline_is_the_newest_committed_report_of_each_operator(repo):
     repo.git("rm", "-q", "results/b200/norm_modulate/norm_modulate.b200.eee.h3.json")
     repo.git("commit", "-q", "-m", "drop it")
     found = find_baselines(repo)
-    assert found == {
-        "timestep_sinusoid": None,  # no report and no reference: no baseline, and the step succeeds
-        "timestep_mlp": None,  # only another GPU's
+    assert found == {op: None for op in OPS} | {  # the others: no report and no reference (timestep_sinusoid,
+        # and the step succeeds), only another GPU's (timestep_mlp), or none
         "adaln_projection": "origin/main:results/b200/adaln_projection/adaln_projection.b200.bbb.h3.json",
-        "adaln_row_gather": None,
         "norm_modulate": "origin/main:results/b200/norm_modulate/norm_modulate.b200.aaa.h3.json",
         "gate_residual": "origin/main:" + prior_art("gate_residual"),
-        "final_adaln_out": None,
     }
     # A newer report that is modified later stays the newest; a report of tonight's kind replaces the reference.
     repo.commit_file("results/b200/gate_residual/gate_residual.b200.fff.h3.json")
@@ -469,7 +466,7 @@ def test_baseline_falls_back_to_the_reference(repo):
     assert found["timestep_mlp"] == "origin/main:" + prior_art("timestep_mlp")
     assert found["final_adaln_out"] == "origin/main:" + prior_art("final_adaln_out")
     assert [op for op, ref in found.items() if ref is None] == [
-        "timestep_sinusoid", "adaln_projection", "adaln_row_gather", "norm_modulate", "gate_residual"]
+        op for op in OPS if op not in ("timestep_mlp", "final_adaln_out")]
     # Uncommitted (not on the default branch): not a baseline.
     (repo.root / prior_art("adaln_projection")).parent.mkdir(parents=True)
     (repo.root / prior_art("adaln_projection")).write_text("{}\n")
