@@ -15,10 +15,13 @@ from typing import Callable, Optional
 import torch
 
 from adaln_bench.named_registry import NamedRegistry
+from adaln_bench.ops.compat import LEGACY_OPERATOR
 from adaln_bench.shape import Shape
 
 ForwardFn = Callable[..., object]
-DEFAULT_OP = "adaln_projection"  # entry points and module:function candidates that name no operator
+# A candidate or build context that names no operator (written before operators existed): the projection's,
+# by the one compatibility rule (ops/compat.py). Kept under this name for plugins that import it.
+DEFAULT_OP = LEGACY_OPERATOR
 
 
 @dataclass(frozen=True)
