@@ -5,18 +5,23 @@ from adaln_bench.ops.registry import all_operators
 from adaln_bench.ops.spec import Normal, Uniform
 
 
-def salt_owners() -> dict[int, list[str]]:
+def salt_owners(ops=None) -> dict[int, list[str]]:
+    """Each salt, with the inputs (operator.tensor) drawn with it."""
     owners: dict[int, list[str]] = {}
-    for op in all_operators().values():
+    for op in all_operators().values() if ops is None else ops:
         for t in op.tensors:
             if isinstance(t.draw, (Normal, Uniform)):
                 owners.setdefault(t.draw.salt, []).append(f"{op.name}.{t.name}")
     return owners
 
 
+def collisions(ops=None) -> dict[int, list[str]]:
+    return {salt: names for salt, names in salt_owners(ops).items() if len(names) > 1}
+
+
 def test_every_salt_is_used_once():
-    collisions = {salt: names for salt, names in salt_owners().items() if len(names) > 1}
-    assert not collisions, "; ".join(f"salt {s}: {' and '.join(n)}" for s, n in collisions.items())
+    found = collisions()
+    assert not found, "; ".join(f"salt {s}: {' and '.join(n)}" for s, n in found.items())
 
 
 def test_every_salt_stays_inside_its_seed():
