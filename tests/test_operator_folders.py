@@ -189,3 +189,13 @@ def test_a_broken_operator_folder_is_one_line_naming_it(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "adaln-bench: operator package 'broken_op': RuntimeError: half written"]
+
+
+def test_a_folder_that_another_module_shadows_is_refused(tmp_path):
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "__init__.py").write_text("")
+    proc = run_cli_forked("ops", env={PATH_VARIABLE: str(tmp_path)})
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    shadowed = tmp_path.resolve() / "json"
+    assert line.startswith(f"adaln-bench: {PATH_VARIABLE}: {shadowed} is shadowed by the module 'json' of ")

@@ -34,10 +34,15 @@ def register(op: Operator) -> Operator:
     return op
 
 
-def _import_operator_package(package: str) -> None:
+def _import_operator_package(package: str, folder: Path | None = None) -> None:
     """Import the folder and, when it declares an operator (`OPERATOR = register(Operator(...))`), its
-    candidates; a folder that declares none is a helper package, not an operator."""
-    op = getattr(importlib.import_module(package), "OPERATOR", None)
+    candidates; a folder that declares none is a helper package, not an operator. `folder`: where the package
+    must come from (a search-path folder, which a module of the same name elsewhere would shadow)."""
+    module = importlib.import_module(package)
+    if folder is not None and Path(module.__file__ or "").resolve().parent != folder / package:
+        raise UserError(f"{PATH_VARIABLE}: {folder / package} is shadowed by the module {package!r} of "
+                        f"{module.__file__}; rename the folder")
+    op = getattr(module, "OPERATOR", None)
     if not isinstance(op, Operator) or _OPERATORS.get(op.name) is not op:
         return
     _PACKAGES[op.name] = package
@@ -51,24 +56,25 @@ def builtin_packages() -> list[str]:
     return [f"{ops.__name__}.{m.name}" for m in pkgutil.iter_modules(ops.__path__) if m.ispkg]
 
 
-def search_path_packages() -> list[str]:
-    """The operator packages in the folders of ADALN_BENCH_OPERATOR_PATH; each folder goes on sys.path so
-    that its packages import by their own names (in the children too, which inherit the variable)."""
+def search_path_packages() -> list[tuple[str, Path]]:
+    """The operator packages in the folders of ADALN_BENCH_OPERATOR_PATH, each with its folder; each folder goes
+    on sys.path so that its packages import by their own names (in the children too, which inherit the
+    variable)."""
     packages = []
     for entry in filter(None, os.environ.get(PATH_VARIABLE, "").split(os.pathsep)):
-        folder = Path(entry)
+        folder = Path(entry).resolve()
         if not folder.is_dir():
             raise UserError(f"{PATH_VARIABLE}: {entry} is not a directory")
         if str(folder) not in sys.path:
             sys.path.append(str(folder))
-        packages += sorted(p.name for p in folder.iterdir() if (p / "__init__.py").is_file())
+        packages += sorted((p.name, folder) for p in folder.iterdir() if (p / "__init__.py").is_file())
     return packages
 
 
-def entry_point_packages() -> list[str]:
+def entry_point_packages() -> list[tuple[str, None]]:
     from importlib.metadata import entry_points
 
-    return [ep.value.split(":", 1)[0] for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    return [(ep.value.split(":", 1)[0], None) for ep in entry_points(group=ENTRY_POINT_GROUP)]
 
 
 def load_operators() -> None:
@@ -79,9 +85,9 @@ def load_operators() -> None:
     try:
         for package in builtin_packages():
             _import_operator_package(package)
-        for package in search_path_packages() + entry_point_packages():
+        for package, folder in search_path_packages() + entry_point_packages():
             try:
-                _import_operator_package(package)
+                _import_operator_package(package, folder)
             except UserError:
                 raise
             except Exception as exc:  # another package's code: its failure is one line, naming it
@@ -101,6 +107,8 @@ def all_operators() -> dict[str, Operator]:
 def operator_package(name: str) -> str:
     """The package (folder) that declared operator `name`: its pins and candidates live there."""
     get_operator(name)
+    if name not in _PACKAGES:
+        raise UserError(f"operator {name!r} is registered, but by no folder's OPERATOR")
     return _PACKAGES[name]
 
 
