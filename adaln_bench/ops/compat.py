@@ -11,8 +11,8 @@ from then name no operator. Each of them still means the projection, through thi
 - the nightly workflow's `baseline` input naming one report file (a `REV:dir` names every operator's).
 
 Deprecated, because the form is odd today: `--out X.json` without `--op` (pass `--op adaln_projection`) and
-the `adaln_bench.kernels.registry` import path. Both keep working. Nothing else in the code decides an
-operator for a form that names none; a new form of this kind belongs here.
+the `adaln_bench.kernels.registry` import path (it warns). Both keep working. `run` passes the first form it
+was given to harness/selection.py, which applies this rule; a new form of this kind belongs here.
 """
 from __future__ import annotations
 
