@@ -33,7 +33,7 @@ def _check(tmp_path, monkeypatch, candidate: str, timeout_s: float = 240, launch
     tests = ROOT / "tests"
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(tests)]))
     monkeypatch.chdir(ROOT)
-    spec = ColdStartSpec(mode="plain", candidate=candidate, device="cpu", shape=PRESETS["tiny"],
+    spec = ColdStartSpec(mode="plain", op="adaln_projection", candidate=candidate, device="cpu", shape=PRESETS["tiny"],
                          result_path=str(tmp_path / "cold.json"))
     if launch == "interpreter":
         result = check_cold_start(spec, timeout_s=timeout_s)

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_main
 
 from adaln_bench.errors import UserError
-from adaln_bench.ops.registry import get_operator
+from adaln_bench.ops.registry import all_operators, get_operator
 from adaln_bench.reports.fidelity import compare_operator, drawn_differently, gpu_sms
 from adaln_bench.reports.io import parse_report, read_report
 from adaln_bench.reports.report_sets import by_operator, load_path, load_sides
@@ -18,7 +18,8 @@ from adaln_bench.reports.report_sets import by_operator, load_path, load_sides
 REPO = Path(__file__).resolve().parent.parent
 B200 = REPO / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json"
 H200 = next((REPO / "results").rglob("adaln_projection.h200.853103e.json"))
-OPS = ("adaln_projection", "adaln_row_gather", "final_adaln_out", "gate_residual", "norm_modulate", "timestep_mlp")
+# The operators of RL-Kernel's B200 reports, committed under results/ (every operator it measured), by name.
+OPS = tuple(sorted(p.name.split(".")[0] for p in (REPO / "results").rglob("*.b200.prior-art.json")))
 
 
 def _reference_dir(tmp_path: Path) -> Path:
@@ -26,6 +27,7 @@ def _reference_dir(tmp_path: Path) -> Path:
     ref = tmp_path / "b200"
     ref.mkdir()
     sources = {p.name: p for p in sorted((REPO / "results").rglob("*.b200.prior-art.json"))}
+    assert len(OPS) == 6 and set(OPS) <= set(all_operators())  # RL-Kernel's six, each an operator found here
     assert sorted(sources) == [f"{op}.b200.prior-art.json" for op in OPS]
     for name, source in sources.items():
         shutil.copy(source, ref / name)

@@ -1,6 +1,8 @@
 """Inputs and probe counts are the contract: pinned here, so that a change of a seeded draw or of a probe's
 structure fails a test (the projection's hashes are those its reports have carried since before operators
 existed: results/h200/*.json and the 2253c35 CPU report)."""
+import importlib
+
 import torch
 
 from adaln_bench.harness import plan as P
@@ -9,71 +11,33 @@ from adaln_bench.harness.random_rows import draw
 from adaln_bench.harness.shapes import PRESETS
 from adaln_bench.ops.draws import draw_params, packed_layout
 from adaln_bench.ops.plan import SINUSOID, TIMESTEP, TOKEN
-from adaln_bench.ops.registry import all_operators, get_operator
+from adaln_bench.ops.registry import all_operators, get_operator, operator_package
 from adaln_bench.reports.diff import diff_reports
 from adaln_bench.reports.io import read_report
 from conftest import ROOT
 
 CPU = torch.device("cpu")
 
-# The first 16 hex digits of each input's SHA-256 (dtype, shape and bytes), seed 3, 257 rows, tiny preset, CPU.
-PINNED = {
-    "timestep_sinusoid": {
-        "upstream_sha256": "ce0055bb77e85d69",
-        "permutation_sha256": "cdee1eacd630bc7c",
-        "t_sha256": "3538134ca7661a90",
-    },
-    "timestep_mlp": {
-        "upstream_sha256": "bc11e1735b8a1419",
-        "permutation_sha256": "cdee1eacd630bc7c",
-        "x_sha256": "b8d6115ff9389d9a",
-        "w1_sha256": "eb57b2bf33006d3a",
-        "b1_sha256": "ec6d960f5e2bd1fa",
-        "w2_sha256": "839114a8ae435f09",
-        "b2_sha256": "093f72ecdcda7b8c",
-    },
-    "adaln_projection": {
-        "temb_sha256": "3165acb763ad05c0",
-        "weight_sha256": "107ee9eba61d7580",
-        "bias_sha256": "7eae4afa4cdf2ecd",
-        "upstream_sha256": "5360650c0c02a9c6",
-        "permutation_sha256": "cdee1eacd630bc7c",
-    },
-    "adaln_row_gather": {
-        "upstream_sha256": "3c9f6dd3ebda295d",
-        "permutation_sha256": "cdee1eacd630bc7c",
-        "table_sha256": "6dc4d8728ff6184c",
-        "timestep_indices_sha256": "05c7a0ba49d79d6a",
-        "token_tags_sha256": "a7d34793a92c6c99",
-    },
-    "norm_modulate": {
-        "upstream_sha256": "bb0b4b3f718ae3e0",
-        "permutation_sha256": "cdee1eacd630bc7c",
-        "x_sha256": "c2092ae7639e5bb6",
-        "w_sha256": "e1a565d03b44c25c",
-        "sh_sha256": "0393bbf935677e21",
-        "sc_sha256": "6c89aa25d817bb71",
-        "idx_sha256": "06b94244907dd59d",
-    },
-    "gate_residual": {
-        "upstream_sha256": "bb0b4b3f718ae3e0",
-        "permutation_sha256": "cdee1eacd630bc7c",
-        "res_sha256": "89bcae90f1b02df6",
-        "y_sha256": "51c6a194d9aafe9b",
-        "gate_sha256": "c8432ef226ab6c04",
-        "idx_sha256": "06b94244907dd59d",
-    },
-    "final_adaln_out": {
-        "temb_sha256": "e5405fc5ee2623b6",
-        "upstream_sha256": "bb0b4b3f718ae3e0",
-        "permutation_sha256": "cdee1eacd630bc7c",
-        "x_sha256": "62fb27dd8d503605",
-        "nw_sha256": "b02ebe92a5ef1ee4",
-        "w_sha256": "6a23a7cf9c97cf4a",
-        "b_sha256": "577c6dc5a69c3ec8",
-        "ti_sha256": "05c7a0ba49d79d6a",
-    },
-}
+# The model's pipeline, as users see it and the built-in operators' reports list it; any operator added later
+# takes its own place among them (its declared pipeline_position).
+PIPELINE = ("timestep_sinusoid", "timestep_mlp", "adaln_projection", "adaln_row_gather", "norm_modulate",
+            "gate_residual", "final_adaln_out")
+
+
+def pins(name):
+    """The operator's pins, kept in its folder (ops/<op>/pins.py)."""
+    package = operator_package(name)
+    try:
+        return importlib.import_module(f"{package}.pins")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.pins":
+            raise
+        raise AssertionError(f"operator {name} has no pins: {package}/pins.py (docs/adding-an-operator.md#pins)")
+
+
+# Every operator found: the first 16 hex digits of each input's SHA-256 (dtype, shape and bytes), seed 3,
+# 257 rows, tiny preset, CPU.
+PINNED = {name: pins(name).INPUT_SHA256 for name in all_operators()}
 
 # The projection at the small preset, as the CPU report of 2253c35 (before the operator registry) recorded them.
 PROJECTION_SMALL = {
@@ -92,7 +56,7 @@ def _hashes(name, preset):
 
 
 def test_every_operators_seeded_inputs_are_pinned():
-    assert list(all_operators()) == list(PINNED)
+    assert [name for name in all_operators() if name in PIPELINE] == list(PIPELINE)
     for name, pinned in PINNED.items():
         got = {k: v[:16] for k, v in _hashes(name, "tiny").items()}
         assert got == pinned, name
@@ -124,8 +88,7 @@ def test_probe_counts_of_each_family_are_those_of_ops_md():
     assert sum(len(d.positions) for d in draw(TIMESTEP.full.random_rows)) == 57
     assert len(TOKEN.full.random_rows.octaves()) == 18
     assert {op.name: op.family.name for op in all_operators().values()} == {
-        "timestep_sinusoid": "sinusoid", "timestep_mlp": "T", "adaln_projection": "T", "adaln_row_gather": "S",
-        "norm_modulate": "S", "gate_residual": "S", "final_adaln_out": "S"}
+        name: pins(name).FAMILY for name in all_operators()}
 
 
 # (mode, candidate, metric, T, verdict) of each report diffed with itself, and its `report` text (markdown and

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = ROOT / ".github" / "workflows" / "nightly.yml"
 CI = ROOT / ".github" / "workflows" / "ci.yml"

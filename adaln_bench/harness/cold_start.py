@@ -48,7 +48,7 @@ class ColdStartSpec(BaseModel):
     mode: str
     modes_file: Optional[str] = None
     megatron_src: Optional[str] = None
-    op: str = "adaln_projection"
+    op: str
     draw_geometry: str = "native"
     candidate: str
     device: str

@@ -14,36 +14,29 @@ from adaln_bench.harness.protocol import OpWork
 from adaln_bench.harness.runner import ModeJob
 from adaln_bench.modes.registry import Mode
 from adaln_bench.ops import candidates as registry
+from adaln_bench.ops import compat
 from adaln_bench.ops.registry import all_operators, get_operator
 from adaln_bench.ops.spec import Operator
 from adaln_bench.shape import Shape
 
-PROJECTION = "adaln_projection"
-
 
 def choose_operators(names: Sequence[str], projection_only: Optional[str], candidate_names: Sequence[str]
                      ) -> list[Operator]:
-    """`--op` names (or `all`); without them every operator, or the projection when an option only it has
-    (`projection_only` names it: its sizes, the flux preset, or an `--out` that names one report file) was
-    given, or the operators that have every named candidate."""
+    """`--op` names (or `all`); without them every operator, or the operators that have every named candidate.
+    A form that names no operator (`projection_only`: its sizes, the flux preset, an `--out` that names one
+    report file; or only module:function candidates) means the projection (adaln_bench/ops/compat.py)."""
     known = all_operators()
     if names:
         if "all" in names:
-            chosen = list(known.values())
-        else:
-            chosen = [get_operator(n) for n in dict.fromkeys(names)]
-        if projection_only and any(op.name != PROJECTION for op in chosen) and "all" not in names:
-            raise UserError(f"{projection_only} is an option of adaln_projection only; drop it or run --op "
-                            "adaln_projection")
+            return list(known.values())
+        chosen = [get_operator(n) for n in dict.fromkeys(names)]
+        compat.check_fits(projection_only, [op.name for op in chosen])
         return chosen
-    if projection_only:
-        return [known[PROJECTION]]
+    if projection_only or compat.names_no_operator(candidate_names):
+        return [get_operator(compat.LEGACY_OPERATOR)]
     if candidate_names:
         having = [op for op in known.values()
                   if all(":" in c or c in registry.candidates_of(op.name) for c in candidate_names)]
-        plugins_only = all(":" in c for c in candidate_names)
-        if plugins_only:  # a module:function names no operator: the projection's, as before operators existed
-            return [known[PROJECTION]]
         everywhere = {c for op in known.values() for c in registry.candidates_of(op.name)}
         unknown = [c for c in candidate_names if ":" not in c and c not in everywhere]
         if unknown:

@@ -15,10 +15,13 @@ from typing import Callable, Optional
 import torch
 
 from adaln_bench.named_registry import NamedRegistry
+from adaln_bench.ops.compat import LEGACY_OPERATOR
 from adaln_bench.shape import Shape
 
 ForwardFn = Callable[..., object]
-DEFAULT_OP = "adaln_projection"  # entry points and module:function candidates that name no operator
+# A candidate or build context that names no operator (written before operators existed): the projection's,
+# by the one compatibility rule (ops/compat.py). Kept under this name for plugins that import it.
+DEFAULT_OP = LEGACY_OPERATOR
 
 
 @dataclass(frozen=True)
@@ -85,9 +88,9 @@ def register(candidate: Candidate) -> Candidate:
 
 def candidates_of(op: str) -> dict[str, Candidate]:
     """Every candidate of operator `op`, by name, in registration order (entry points last)."""
-    from adaln_bench.ops.registry import load_builtin_operators
+    from adaln_bench.ops.registry import load_operators
 
-    load_builtin_operators()
+    load_operators()
     _load_entry_points()
     return {c.name: c for c in _REGISTRY.entries.values() if c.op == op}
 

@@ -16,6 +16,8 @@ from adaln_bench.ops.spec import Normal, Operator, Packed, TensorSpec, Uniform, 
 from adaln_bench.shape import Shape
 
 PARAM_SEED = 1
+# Salts are below this, so that seed * SALT_LIMIT + salt never reaches another seed's draws.
+SALT_LIMIT = 1000
 
 # The launch geometry every seeded CUDA draw of this process follows (`run --draw-geometry`): None draws with
 # torch's own generator, as on the running GPU; a DrawGeometry draws as torch does on a GPU with that many SMs
@@ -42,7 +44,7 @@ def seeded(device: torch.device, seed: int):
 
 
 def generator(device: torch.device, seed: int, salt: int):
-    return seeded(device, seed * 1000 + salt)
+    return seeded(device, seed * SALT_LIMIT + salt)
 
 
 def randn(shape, gen, device: torch.device) -> torch.Tensor:

@@ -137,6 +137,9 @@ class Operator:
     stock_what: str
     cost: Callable[[Shape, int], Cost]
     modes: Modes
+    # Where the operator runs in the model, from the timestep embedding (low) to the output (high): the order
+    # `adaln-bench ops`, the reports and the pins list operators in. The built-ins leave gaps of 10 for new ones.
+    pipeline_position: int
     # True when `reference` and `stock` take the sizes first (`f(sizes)` returns the formula): an operator
     # whose formula needs a size its inputs do not show (timestep_sinusoid's width F).
     sized_formulas: bool = False

@@ -11,7 +11,8 @@ import importlib.util
 import re
 
 from adaln_bench.errors import UserError
-from adaln_bench.ops.candidates import DEFAULT_OP, BuildContext, Candidate, Implementation
+from adaln_bench.ops.candidates import BuildContext, Candidate, Implementation
+from adaln_bench.ops.compat import LEGACY_OPERATOR
 
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 PATH_HINT = "(is its folder on PYTHONPATH? e.g. PYTHONPATH=. adaln-bench run …)"
@@ -44,7 +45,7 @@ def check_importable(spec: str) -> None:
         raise UserError(f"candidate {spec!r}: {type(exc).__name__}: {exc}") from None
 
 
-def candidate_from_spec(spec: str, op: str = DEFAULT_OP) -> Candidate:
+def candidate_from_spec(spec: str, op: str = LEGACY_OPERATOR) -> Candidate:
     """The candidate; in a child (another interpreter, say) a function that does not import is unavailable."""
     if not _SPEC.match(spec):
         raise UserError(f"candidate {spec!r}: expected a registered name or module:function")

@@ -54,4 +54,5 @@ OPERATOR = register(Operator(
                 "captured with the mode switched off where it can be"),
     cost=cost,
     modes=Modes(None, "a GEMM: every framework mode replaces or configures its matrix products"),
+    pipeline_position=30,
 ))

@@ -52,5 +52,6 @@ OPERATOR = register(Operator(
     stock_what="the stock path at the same S: six index_select calls (+ their atomic index_add backward)",
     cost=cost,
     modes=PLAIN_ONLY,
+    pipeline_position=40,
     table_grads=("table",),
 ))

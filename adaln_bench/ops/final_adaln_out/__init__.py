@@ -57,5 +57,6 @@ OPERATOR = register(Operator(
                "backward)",
     cost=cost,
     modes=RMS_NORM_MODES,
+    pipeline_position=70,
     table_grads=("temb", "w", "b"),
 ))

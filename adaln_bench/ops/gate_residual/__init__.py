@@ -46,5 +46,6 @@ OPERATOR = register(Operator(
     stock_what="the stock path at the same S: res + gate.index_select(0, idx) * y (+ its autograd backward)",
     cost=cost,
     modes=PLAIN_ONLY,
+    pipeline_position=60,
     table_grads=("gate",),
 ))

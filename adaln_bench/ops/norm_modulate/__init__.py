@@ -48,5 +48,6 @@ OPERATOR = register(Operator(
     stock_what="the stock path at the same S: F.rms_norm, index_select modulation (+ its autograd backward)",
     cost=cost,
     modes=RMS_NORM_MODES,
+    pipeline_position=50,
     table_grads=("sh", "sc"),
 ))

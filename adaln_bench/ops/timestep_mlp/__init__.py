@@ -52,4 +52,5 @@ OPERATOR = register(Operator(
                "captured with the mode switched off where it can be",
     cost=cost,
     modes=Modes(None, "two GEMMs: every framework mode replaces or configures its matrix products"),
+    pipeline_position=20,
 ))

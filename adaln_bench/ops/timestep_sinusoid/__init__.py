@@ -56,4 +56,5 @@ OPERATOR = register(Operator(
     cost=cost,
     modes=Modes(("plain",), "elementwise exp, sin and cos and a cat: no mode replaces any of them",
                 skipped_reason="its exp, sin, cos and cat are replaced by no mode"),
+    pipeline_position=10,
 ))
