@@ -48,14 +48,14 @@ def compare_command(
     thresholds_file: Optional[Path] = typer.Option(
         None, "--thresholds", metavar="FILE", help="TOML thresholds, as `adaln-bench diff --thresholds` reads."),
 ) -> None:
-    from adaln_bench.ops.candidates import DEFAULT_OP
+    from adaln_bench.ops.compat import LEGACY_OPERATOR
     from adaln_bench.ops.registry import all_operators
     from adaln_bench.reports.compare import Outputs, compare_night
     from adaln_bench.reports.thresholds import resolve_thresholds
 
     thresholds = resolve_thresholds(thresholds_file)
     outputs = Outputs(out, baselines_file or out / "baselines.txt", summary)
-    code = compare_night(night, rev, results, baseline, list(all_operators()), DEFAULT_OP, outputs, thresholds)
+    code = compare_night(night, rev, results, baseline, list(all_operators()), LEGACY_OPERATOR, outputs, thresholds)
     if code:
         sys.exit(code)  # not typer.Exit: see commands/diff.py
 
