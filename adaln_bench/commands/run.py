@@ -244,7 +244,12 @@ def run_command(
               file=sys.stderr)
     with StopSignals() as stops:
         with RunProgress(jobs, disabled=quiet) as progress:
-            runner = ModeRunner(options, slots, progress.update)
+            def runner_of(opts, on_progress):
+                made = ModeRunner(opts, slots, on_progress)
+                made.stop_cause = stops.cause
+                return made
+
+            runner = runner_of(options, progress.update)
 
             def done(key: str, outcome: ModeOutcome) -> None:
                 outcomes[key] = outcome
@@ -257,7 +262,7 @@ def run_command(
 
             # Repetition 1 in full on `runner`, then latency-only children in fresh processes, interleaved.
             run = RepeatedRun(options, repeats, lambda opts: runner if opts is options else
-                              ModeRunner(opts, slots, lambda key, event: None), on_repeat=repeated)
+                              runner_of(opts, lambda key, event: None), on_repeat=repeated)
             try:
                 with stops.raising():
                     run.run(jobs, done)
@@ -286,13 +291,20 @@ def run_command(
     code, why = run_exit(list(reports.values()), strict, signal_code)
     if written.failed and code == 0:
         code, why = exit_status.WRITE_FAILED, written.failed
-    if signal_code is not None and not interrupted:
-        print(f"adaln-bench: {stops.name} arrived after the last mode had finished; the report is complete",
-              file=sys.stderr)
+    elif written.failed:  # said once, beside the run's own reason for its exit code
+        print(f"adaln-bench: {written.failed}", file=sys.stderr)
+    # What is said follows what was written: a signal that arrived as the last mode finished left every
+    # report complete, and the line says so (the exit code still says a signal ended the run).
+    cut = [op for op, r in reports.items() if r.incomplete]
+    signal_name = stops.name or "SIGINT"
+    if signal_code is not None and not cut:
+        print(f"adaln-bench: {signal_name} arrived after the last mode had finished; the report"
+              f"{'s are' if len(reports) > 1 else ' is'} complete", file=sys.stderr)
     elif signal_code is not None:
-        what = f"interrupted ({stops.name})" if stops.name else "interrupted"
-        print(f"adaln-bench: {what}; the report holds the finished modes and is marked incomplete",
-              file=sys.stderr)
+        what = f"{stops.cause()}" if stops.name else "interrupted"
+        which = "the report holds" if len(reports) == 1 else f"{len(cut)} of {len(reports)} reports hold"
+        print(f"adaln-bench: {what}; {which} the finished modes, written as *.incomplete.json beside any "
+              "complete report (never over one)", file=sys.stderr)
     elif why:
         print(f"adaln-bench: {why} (exit {code})", file=sys.stderr)
     if code:

@@ -181,6 +181,8 @@ class ModeRunner:
         self._running: dict[str, _ChildProcess] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        # What stopped the run, in the report's words: the caller knows the signal (harness/stop_signals.py).
+        self.stop_cause: Callable[[], str] = lambda: "interrupted"
         self._threads: list[threading.Thread] = []
         self._queue: Optional[JobQueue] = None  # run_all's, so that a first part's switch lets later parts start
         remove_stale_workdirs()
@@ -266,7 +268,7 @@ class ModeRunner:
                gpu: Optional[int], tail: str, timed_out: bool) -> ModeOutcome:
         """A child's end, classified."""
         if self._stopping.is_set() and not (result and result.complete):
-            return self._outcome(job, "interrupted", "interrupted by the user", result, wall, code, gpu, tail)
+            return self._outcome(job, "interrupted", self.stop_cause(), result, wall, code, gpu, tail)
         if timed_out and not (result and result.complete):  # a complete result whose exit was slow is no timeout
             return self._outcome(job, "timeout", f"no result within --timeout {self.options.timeout_s:g} s",
                                  result, wall, code, gpu, tail)
@@ -390,7 +392,7 @@ class ModeRunner:
 
     def not_started(self, job: ModeJob) -> ModeOutcome:
         """The outcome of a mode that never ran because the run was stopped first."""
-        return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, None)
+        return self._outcome(job, "interrupted", f"not started: {self.stop_cause()}", None, None, None, None)
 
     def not_applicable(self, job: ModeJob) -> ModeOutcome:
         """The outcome of a mode that means nothing on this device (a cuBLAS recipe on the CPU): never started."""
