@@ -96,3 +96,28 @@ def test_an_interrupted_second_run_leaves_the_first_runs_complete_reports_in_pla
     assert report["incomplete"] is True
     assert cause in report["modes"]["plain"]["reason"] and "by the user" not in report["modes"]["plain"]["reason"]
     assert cause in stderr and "incomplete" in stderr and "Traceback" not in stderr
+
+
+def _complete_and_cut(folder: Path) -> tuple[Path, Path]:
+    complete = report_path(folder, NAME, "adaln_projection")
+    write_run({"adaln_projection": _report()}, folder, NAME, single_file=False, slots=[None], quiet=True)
+    cut = _report(incomplete=True)
+    cut.started_at = "2099-01-01T00:00:00+00:00"  # newer than the complete one: still not the answer
+    write_run({"adaln_projection": cut}, folder, NAME, single_file=False, slots=[None], quiet=True)
+    return complete, incomplete_path(complete)
+
+
+def test_readers_of_folders_pass_over_incomplete_reports(tmp_path):
+    from adaln_bench.errors import UserError
+    from adaln_bench.reports.report_sets import load_path
+    from adaln_bench.reports.site.collect import collect
+
+    complete, cut = _complete_and_cut(tmp_path / "run")
+    assert cut.is_file()
+    assert [r.path for r in load_path(tmp_path / "run")] == [complete]  # fidelity's folders
+    collected = collect([tmp_path / "run"])  # publish's
+    assert [r.path for r in collected.reports] == [complete] and collected.incomplete == 2  # report and index
+    complete.unlink()
+    with pytest.raises(UserError, match="only incomplete reports"):
+        load_path(tmp_path / "run")
+    assert [r.path for r in load_path(cut)] == [cut]  # named: read as given

@@ -453,6 +453,13 @@ def test_baseline_is_the_newest_committed_report_of_each_operator(repo):
     assert found["adaln_projection"] == "origin/main:" + prior_art("adaln_projection")  # modified: the newest
 
 
+def test_an_incomplete_report_is_never_a_baseline(repo):
+    repo.commit_file("results/b200/norm_modulate/norm_modulate.b200.aaa.h3.json")
+    repo.commit_file("results/b200/norm_modulate/norm_modulate.b200.bbb.h3.incomplete.json")  # newer, but cut
+    found = find_baselines(repo)
+    assert found["norm_modulate"] == "origin/main:results/b200/norm_modulate/norm_modulate.b200.aaa.h3.json"
+
+
 def test_baseline_falls_back_to_the_reference(repo):
     # Moved into place (as RL-Kernel's reports were): a rename is still a report committed there.
     repo.commit_file("results/b200/rl_kernel/timestep_mlp.json")
