@@ -1,0 +1,62 @@
+"""Where `run` writes: an --out it cannot write is refused before anything runs, kept reports never replace each
+other, and names that cannot be file names are refused up front."""
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_main
+
+from adaln_bench.errors import UserError
+from adaln_bench.reports import io as report_io
+from adaln_bench.reports.io import check_writable, read_report, write_report_or_keep
+
+TINY = ("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--no-cold-start", "--mode", "plain")
+# /proc takes no new files, whatever the user: root included, for whom os.access says every path is writable.
+UNWRITABLE = Path("/proc/adaln-bench-unwritable")
+
+
+@pytest.mark.parametrize("directory", [True, False])
+def test_a_folder_that_takes_no_file_is_found_by_trying(directory):
+    target = UNWRITABLE if directory else UNWRITABLE / "r.json"
+    with pytest.raises(UserError, match="cannot write there"):
+        check_writable(target, directory=directory)
+
+
+def test_the_probe_leaves_nothing_behind(tmp_path):
+    assert check_writable(tmp_path / "new" / "deeper", directory=True) == tmp_path / "new" / "deeper"
+    assert check_writable(tmp_path / "r.json") == tmp_path / "r.json"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("out", [UNWRITABLE, UNWRITABLE / "r.json"])
+def test_run_refuses_an_unwritable_out_before_anything_runs(out, capsys):
+    started = time.monotonic()
+    code, _, err = run_main([*TINY, "--out", str(out)], capsys)
+    assert code == 2, err
+    assert time.monotonic() - started < 30
+    assert err.count("\n") == 1 and "cannot write there" in err
+
+
+def _report():
+    return read_report(next((ROOT / "results").rglob("adaln_projection.h200.fd00ad3.h3.plain.json")))
+
+
+def test_two_kept_reports_keep_both(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (tmp_path / "tmp").mkdir()
+    real = report_io.write_text_atomic
+    target = UNWRITABLE / "r.json"
+    first, second = _report(), _report()
+    second.wall_s = 1.0
+    kept = [write_report_or_keep(r, target) for r in (first, second)]
+    paths = [k.path for k in kept]
+    assert all(k.error and str(target) in k.error for k in kept)
+    assert paths[0] != paths[1] and all(p.parent.name == "adaln-bench-kept" for p in paths)
+    assert [json.loads(p.read_text())["wall_s"] for p in paths] == [first.wall_s, 1.0]
+    assert all(p.name.startswith("r.") and p.name.endswith(".json") for p in paths)
+    assert report_io.write_text_atomic is real
