@@ -60,3 +60,40 @@ def test_two_kept_reports_keep_both(tmp_path, monkeypatch):
     assert [json.loads(p.read_text())["wall_s"] for p in paths] == [first.wall_s, 1.0]
     assert all(p.name.startswith("r.") and p.name.endswith(".json") for p in paths)
     assert report_io.write_text_atomic is real
+
+
+@pytest.mark.parametrize("recipes, message", [
+    (f'[recipes.{"r" * 300}]\nenv = {{ A = "1" }}\n', "at most 64"),
+    ('[recipes."a/b"]\nenv = { A = "1" }\n', "must be letters"),
+    ("recipes = { e = 1 }\n", "recipes.e must be a table"),
+])
+def test_a_recipe_name_that_cannot_be_a_file_name_or_a_recipe_that_is_no_table_is_refused(tmp_path, capsys,
+                                                                                         recipes, message):
+    modes = tmp_path / "modes.toml"
+    modes.write_text(recipes)
+    code, _, err = run_main([*TINY[:-2], "--modes-file", str(modes), "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_whose_report_name_would_be_too_long_is_refused_up_front(tmp_path, capsys):
+    names = [f"r{i}_{'x' * 50}" for i in range(6)]
+    modes = tmp_path / "modes.toml"
+    modes.write_text("".join(f'[recipes.{n}]\nenv = {{ A = "1" }}\n' for n in names))
+    argv = [*TINY[:-2], "--modes-file", str(modes), "--out", str(tmp_path / "out")]
+    for n in names:
+        argv += ["--mode", n]
+    code, _, err = run_main(argv, capsys)
+    assert code == 2 and "file name" in err and err.count("\n") == 1, err
+
+
+def test_a_recipe_that_sets_loader_or_interpreter_variables_is_named_in_the_output(monkeypatch, capsys):
+    from adaln_bench.commands.run import _warn_loader_variables
+    from adaln_bench.modes.registry import Mode
+
+    modes = [Mode(name="mine", description="", kind="recipe", env={"LD_PRELOAD": "x.so", "PYTHONPATH": "/p"}),
+             Mode(name="fine", description="", kind="recipe", env={"CUBLAS_WORKSPACE_CONFIG": ":16:8"})]
+    _warn_loader_variables(modes)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "mine" in err and "LD_PRELOAD" in err and "PYTHONPATH" in err
+    assert "fine" not in err

@@ -51,6 +51,32 @@ def _choose_modes(names: list[str], modes_file: Optional[str]):
     return [known[n] for n in dict.fromkeys(names)]
 
 
+# Variables that decide what a child process loads or runs before the measurement: a recipe setting one runs
+# code from wherever it points (a modes file runs with the user's rights, like any script).
+LOADER_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PATH", "PYTHONPATH", "PYTHONHOME",
+                    "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONEXECUTABLE", "PYTHONINSPECT", "DYLD_INSERT_LIBRARIES",
+                    "DYLD_LIBRARY_PATH")
+FILE_NAME_LIMIT = 255  # bytes in one file name on Linux's and macOS's file systems
+
+
+def _warn_loader_variables(modes) -> None:
+    """One line naming the modes whose environment sets what the child loads or runs."""
+    setting = [f"{m.name} ({', '.join(k for k in m.env if k in LOADER_VARIABLES or k.startswith('LD_'))})"
+               for m in modes if any(k in LOADER_VARIABLES or k.startswith("LD_") for k in m.env)]
+    if setting:
+        print(f"adaln-bench: warning: modes that set loader or interpreter variables, so their children run code "
+              f"from where those point: {'; '.join(setting)}", file=sys.stderr)
+
+
+def _check_file_names(name, ops) -> None:
+    """Every report's and the run index's name fits in a file name, before anything runs."""
+    longest = max([name.index_file(), *(name.report_file(op.name) for op in ops)], key=len)
+    if len(longest.encode("utf-8")) > FILE_NAME_LIMIT:
+        raise UserError(f"the report's file name would be {len(longest.encode('utf-8'))} bytes, more than a file "
+                        f"name may be ({FILE_NAME_LIMIT}): name fewer --mode (every mode is the default), or "
+                        "shorter ones")
+
+
 def _check_environments(modes) -> None:
     """Every chosen mode's environment, before the first child starts."""
     from adaln_bench.modes.registry import env_problem
@@ -192,6 +218,7 @@ def run_command(
     check_candidates(ops, candidate)
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
     _check_environments(modes)
+    _warn_loader_variables(modes)
     selection = select(ops, modes, candidate)
     interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
     single_file = out is not None and len(ops) == 1 and out.suffix == ".json"
@@ -199,6 +226,8 @@ def run_command(
         raise UserError(f"--out {out}: with {len(ops)} operators --out names a directory (or pass one --op)")
     name = run_name(run_device, shape, quick, latency_only, modes, all_modes=not mode, geometry=geometry,
                     accuracy_only=accuracy_only)
+    if not single_file:
+        _check_file_names(name, ops)
     out_target = check_writable(out, directory=False) if single_file else check_writable(
         out or Path("results") / name.slug, directory=True)
     if run_device == "cpu":
