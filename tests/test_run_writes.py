@@ -97,3 +97,26 @@ def test_a_recipe_that_sets_loader_or_interpreter_variables_is_named_in_the_outp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "mine" in err and "LD_PRELOAD" in err and "PYTHONPATH" in err
     assert "fine" not in err
+
+
+def _run_reports(incomplete: bool):
+    report = _report().model_copy(deep=True)
+    report.incomplete = incomplete
+    return {report.op: report}
+
+
+def test_a_signal_after_the_last_mode_is_said_as_what_the_file_holds():
+    from adaln_bench.commands.run import closing
+
+    code, lines = closing(_run_reports(False), None, False, 143, "stopped by SIGTERM", "SIGTERM")
+    assert code == 143 and lines == ["SIGTERM arrived after the last mode had finished; the report is complete"]
+    code, lines = closing(_run_reports(True), None, False, 143, "stopped by SIGTERM", "SIGTERM")
+    assert code == 143 and len(lines) == 1 and lines[0].startswith("stopped by SIGTERM;") and "incomplete" in lines[0]
+
+
+def test_a_report_measured_but_not_written_is_exit_5_said_once():
+    from adaln_bench.commands.run import closing
+
+    failed = "/x/r.json: cannot write: No space left on device; the report was kept in /tmp/k/r.1.json"
+    code, lines = closing(_run_reports(False), failed, False, None, None, "SIGINT")
+    assert code == 5 and lines == [f"{failed} (exit 5)"]

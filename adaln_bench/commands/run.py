@@ -192,7 +192,6 @@ def run_command(
     from adaln_bench.harness import exit_status
     from adaln_bench.harness.assemble import RunContext, assemble_report
     from adaln_bench.harness.claims import answering
-    from adaln_bench.harness.exit_status import run_exit
     from adaln_bench.harness.repeat import RepeatedRun
     from adaln_bench.harness.runner import ChildOptions, ModeOutcome, ModeRunner
     from adaln_bench.harness.selection import check_candidates, choose_operators, jobs as make_jobs, select
@@ -317,27 +316,38 @@ def run_command(
             reports[operator.name] = assemble_report(operator, replace(context, outcomes=per_mode), names)
         written = write_run(reports, out_target, name, single_file, slots, quiet)
     signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
-    code, why = run_exit(list(reports.values()), strict, signal_code)
-    if written.failed and code == 0:
-        code, why = exit_status.WRITE_FAILED, written.failed
-    elif written.failed:  # said once, beside the run's own reason for its exit code
-        print(f"adaln-bench: {written.failed}", file=sys.stderr)
-    # What is said follows what was written: a signal that arrived as the last mode finished left every
-    # report complete, and the line says so (the exit code still says a signal ended the run).
-    cut = [op for op, r in reports.items() if r.incomplete]
-    signal_name = stops.name or "SIGINT"
-    if signal_code is not None and not cut:
-        print(f"adaln-bench: {signal_name} arrived after the last mode had finished; the report"
-              f"{'s are' if len(reports) > 1 else ' is'} complete", file=sys.stderr)
-    elif signal_code is not None:
-        what = f"{stops.cause()}" if stops.name else "interrupted"
-        which = "the report holds" if len(reports) == 1 else f"{len(cut)} of {len(reports)} reports hold"
-        print(f"adaln-bench: {what}; {which} the finished modes, written as *.incomplete.json beside any "
-              "complete report (never over one)", file=sys.stderr)
-    elif why:
-        print(f"adaln-bench: {why} (exit {code})", file=sys.stderr)
+    code, lines = closing(reports, written.failed, strict, signal_code, stops.cause() if stops.name else None,
+                          stops.name or "SIGINT")
+    for line in lines:
+        print(f"adaln-bench: {line}", file=sys.stderr)
     if code:
         raise typer.Exit(code)
+
+
+def closing(reports: dict, write_failed: Optional[str], strict: bool, signal_code: Optional[int],
+            cause: Optional[str], signal_name: str) -> tuple[int, list[str]]:
+    """The run's exit code and its closing lines, each said once. What is said follows what was written: a
+    signal that arrived as the last mode finished left every report complete, and the line says so (the exit
+    code still says that a signal ended the run)."""
+    from adaln_bench.harness import exit_status
+
+    code, why = exit_status.run_exit(list(reports.values()), strict, signal_code)
+    lines = []
+    if write_failed and code == 0:
+        code, why = exit_status.WRITE_FAILED, write_failed
+    elif write_failed:  # beside the run's own reason for its exit code
+        lines.append(write_failed)
+    cut = [op for op, r in reports.items() if r.incomplete]
+    if signal_code is not None and not cut:
+        lines.append(f"{signal_name} arrived after the last mode had finished; the report"
+                     f"{'s are' if len(reports) > 1 else ' is'} complete")
+    elif signal_code is not None:
+        which = "the report holds" if len(reports) == 1 else f"{len(cut)} of {len(reports)} reports hold"
+        lines.append(f"{cause or 'interrupted'}; {which} the finished modes, written as *.incomplete.json beside "
+                     "any complete report (never over one)")
+    elif why:
+        lines.append(f"{why} (exit {code})")
+    return code, lines
 
 
 def _job_of(mode, operator, selection):
