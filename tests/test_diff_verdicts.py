@@ -155,6 +155,7 @@ def test_an_incomplete_report_is_said_at_the_top_and_what_it_lacks_is_not_a_regr
     path.write_text(json.dumps(new))
     code, out, _ = run_main(["diff", str(committed(NORM_NEW)), str(path)], capsys)
     assert code == EXIT_OK and "NEW is incomplete" in out
+    assert out.index("NEW is incomplete") < out.index("Configuration differences")  # said at the top
 
 
 def test_inputs_with_other_fingerprints_are_not_comparable():

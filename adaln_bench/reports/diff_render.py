@@ -167,6 +167,8 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
         console.print(f"[bold]{label}[/]: {escape(arg)} ({escape(report_facts(report))})")
     t = result.thresholds
     console.print(f"thresholds: {thresholds_text(t)}; fail on {fail_on.value}")
+    for note in result.notes:  # at the top: an incomplete side is the first thing to know
+        console.print(f"[yellow]note:[/] {escape(note)}")
 
     if result.config:
         table = Table(title="Configuration differences", title_justify="left")
@@ -178,8 +180,6 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
         console.print(table)
     else:
         console.print("configuration: identical")
-    for note in result.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
 
     if result.comparable:
         # The verdict counts share one column that folds: one column per verdict squeezed the headers to
@@ -237,6 +237,8 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
         out.append(f"- **{label}**: `{arg}` ({fmt.markdown_cell(report_facts(report))})")
     t = result.thresholds
     out += [f"- thresholds: {thresholds_text(t)}; fail on {fail_on.value}", ""]
+    for note in result.notes:  # at the top: an incomplete side is the first thing to know
+        out += [f"> {note}", ""]
 
     out.append("### Configuration differences")
     out.append("")
@@ -247,8 +249,6 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
     else:
         out.append("None: same GPU, software and settings.")
     out.append("")
-    for note in result.notes:
-        out += [f"> {note}", ""]
     if not result.comparable:
         out += ["### Not comparable", ""] + [f"- {reason}" for reason in result.not_comparable] + [""]
         return "\n".join(out)
