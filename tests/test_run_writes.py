@@ -88,12 +88,12 @@ def test_a_run_whose_report_name_would_be_too_long_is_refused_up_front(tmp_path,
 
 
 def test_a_recipe_that_sets_loader_or_interpreter_variables_is_named_in_the_output(monkeypatch, capsys):
-    from adaln_bench.commands.run import _warn_loader_variables
+    from adaln_bench.commands.run_checks import warn_loader_variables
     from adaln_bench.modes.registry import Mode
 
     modes = [Mode(name="mine", description="", kind="recipe", env={"LD_PRELOAD": "x.so", "PYTHONPATH": "/p"}),
              Mode(name="fine", description="", kind="recipe", env={"CUBLAS_WORKSPACE_CONFIG": ":16:8"})]
-    _warn_loader_variables(modes)
+    warn_loader_variables(modes)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "mine" in err and "LD_PRELOAD" in err and "PYTHONPATH" in err
     assert "fine" not in err
@@ -106,7 +106,7 @@ def _run_reports(incomplete: bool):
 
 
 def test_a_signal_after_the_last_mode_is_said_as_what_the_file_holds():
-    from adaln_bench.commands.run import closing
+    from adaln_bench.harness.exit_status import closing
 
     code, lines = closing(_run_reports(False), None, False, 143, "stopped by SIGTERM", "SIGTERM")
     assert code == 143 and lines == ["SIGTERM arrived after the last mode had finished; the report is complete"]
@@ -115,7 +115,7 @@ def test_a_signal_after_the_last_mode_is_said_as_what_the_file_holds():
 
 
 def test_a_report_measured_but_not_written_is_exit_5_said_once():
-    from adaln_bench.commands.run import closing
+    from adaln_bench.harness.exit_status import closing
 
     failed = "/x/r.json: cannot write: No space left on device; the report was kept in /tmp/k/r.1.json"
     code, lines = closing(_run_reports(False), failed, False, None, None, "SIGINT")

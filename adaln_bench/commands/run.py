@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 
 from adaln_bench.commands.device import resolve_device
+from adaln_bench.commands.run_checks import check_file_names, warn_loader_variables
 from adaln_bench.errors import UserError
 from adaln_bench.harness.shapes import Shape, resolve_shape
 
@@ -49,32 +50,6 @@ def _choose_modes(names: list[str], modes_file: Optional[str]):
     if unknown:
         raise UserError(f"unknown mode {unknown[0]!r}; known modes: {', '.join(known)}")
     return [known[n] for n in dict.fromkeys(names)]
-
-
-# Variables that decide what a child process loads or runs before the measurement: a recipe setting one runs
-# code from wherever it points (a modes file runs with the user's rights, like any script).
-LOADER_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PATH", "PYTHONPATH", "PYTHONHOME",
-                    "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONEXECUTABLE", "PYTHONINSPECT", "DYLD_INSERT_LIBRARIES",
-                    "DYLD_LIBRARY_PATH")
-FILE_NAME_LIMIT = 255  # bytes in one file name on Linux's and macOS's file systems
-
-
-def _warn_loader_variables(modes) -> None:
-    """One line naming the modes whose environment sets what the child loads or runs."""
-    setting = [f"{m.name} ({', '.join(k for k in m.env if k in LOADER_VARIABLES or k.startswith('LD_'))})"
-               for m in modes if any(k in LOADER_VARIABLES or k.startswith("LD_") for k in m.env)]
-    if setting:
-        print(f"adaln-bench: warning: modes that set loader or interpreter variables, so their children run code "
-              f"from where those point: {'; '.join(setting)}", file=sys.stderr)
-
-
-def _check_file_names(name, ops) -> None:
-    """Every report's and the run index's name fits in a file name, before anything runs."""
-    longest = max([name.index_file(), *(name.report_file(op.name) for op in ops)], key=len)
-    if len(longest.encode("utf-8")) > FILE_NAME_LIMIT:
-        raise UserError(f"the report's file name would be {len(longest.encode('utf-8'))} bytes, more than a file "
-                        f"name may be ({FILE_NAME_LIMIT}): name fewer --mode (every mode is the default), or "
-                        "shorter ones")
 
 
 def _check_environments(modes) -> None:
@@ -217,7 +192,7 @@ def run_command(
     check_candidates(ops, candidate)
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
     _check_environments(modes)
-    _warn_loader_variables(modes)
+    warn_loader_variables(modes)
     selection = select(ops, modes, candidate)
     interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
     single_file = out is not None and len(ops) == 1 and out.suffix == ".json"
@@ -226,7 +201,7 @@ def run_command(
     name = run_name(run_device, shape, quick, latency_only, modes, all_modes=not mode, geometry=geometry,
                     accuracy_only=accuracy_only)
     if not single_file:
-        _check_file_names(name, ops)
+        check_file_names(name, ops)
     out_target = check_writable(out, directory=False) if single_file else check_writable(
         out or Path("results") / name.slug, directory=True)
     if run_device == "cpu":
@@ -316,38 +291,12 @@ def run_command(
             reports[operator.name] = assemble_report(operator, replace(context, outcomes=per_mode), names)
         written = write_run(reports, out_target, name, single_file, slots, quiet)
     signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
-    code, lines = closing(reports, written.failed, strict, signal_code, stops.cause() if stops.name else None,
+    code, lines = exit_status.closing(reports, written.failed, strict, signal_code, stops.cause() if stops.name else None,
                           stops.name or "SIGINT")
     for line in lines:
         print(f"adaln-bench: {line}", file=sys.stderr)
     if code:
         raise typer.Exit(code)
-
-
-def closing(reports: dict, write_failed: Optional[str], strict: bool, signal_code: Optional[int],
-            cause: Optional[str], signal_name: str) -> tuple[int, list[str]]:
-    """The run's exit code and its closing lines, each said once. What is said follows what was written: a
-    signal that arrived as the last mode finished left every report complete, and the line says so (the exit
-    code still says that a signal ended the run)."""
-    from adaln_bench.harness import exit_status
-
-    code, why = exit_status.run_exit(list(reports.values()), strict, signal_code)
-    lines = []
-    if write_failed and code == 0:
-        code, why = exit_status.WRITE_FAILED, write_failed
-    elif write_failed:  # beside the run's own reason for its exit code
-        lines.append(write_failed)
-    cut = [op for op, r in reports.items() if r.incomplete]
-    if signal_code is not None and not cut:
-        lines.append(f"{signal_name} arrived after the last mode had finished; the report"
-                     f"{'s are' if len(reports) > 1 else ' is'} complete")
-    elif signal_code is not None:
-        which = "the report holds" if len(reports) == 1 else f"{len(cut)} of {len(reports)} reports hold"
-        lines.append(f"{cause or 'interrupted'}; {which} the finished modes, written as *.incomplete.json beside "
-                     "any complete report (never over one)")
-    elif why:
-        lines.append(f"{why} (exit {code})")
-    return code, lines
 
 
 def _job_of(mode, operator, selection):
