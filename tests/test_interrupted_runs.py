@@ -121,3 +121,19 @@ def test_readers_of_folders_pass_over_incomplete_reports(tmp_path):
     with pytest.raises(UserError, match="only incomplete reports"):
         load_path(tmp_path / "run")
     assert [r.path for r in load_path(cut)] == [cut]  # named: read as given
+
+
+def test_a_mode_whose_child_did_not_end_in_time_is_said_started_then_stopped():
+    from adaln_bench.harness.protocol import OpWork
+    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.modes.registry import all_modes
+
+    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=10)
+    job = ModeJob(all_modes(None)["plain"], (OpWork(op="adaln_projection", candidates=("diffusers",)),))
+    with ModeRunner(options, [None], lambda mode, event: None) as runner:
+        runner.stop_cause = lambda: "stopped by SIGTERM"
+        assert runner.unanswered(job).run.reason == "not started: stopped by SIGTERM"
+        runner._started.add(job.key)  # as run_one records a child it started
+        reason = runner.unanswered(job).run.reason
+    assert reason.startswith("stopped by SIGTERM;") and "not started" not in reason

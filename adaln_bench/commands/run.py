@@ -273,7 +273,7 @@ def run_command(
                 interrupted = True
             outcomes.update(run.outcomes)
         for job in jobs:  # every requested mode appears, also one no worker reached
-            outcomes.setdefault(job.key, runner.not_started(job))
+            outcomes.setdefault(job.key, runner.unanswered(job))
         context = RunContext(modes=modes, outcomes={}, shape=shape, device=run_device, quick=quick,
                              started_at=started_at, wall_s=time.monotonic() - t0, argv=list(sys.argv),
                              interpreters=interpreters, draw_geometry=geometry)
