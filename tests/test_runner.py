@@ -83,7 +83,7 @@ def test_interrupt_keeps_finished_modes_and_marks_incomplete(tmp_path):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
-    report = json.loads(out.read_text())
+    report = json.loads((tmp_path / "r.incomplete.json").read_text())
     assert report["incomplete"] is True
     assert report["modes"]["plain"]["status"] == "ok"
     assert "batch_invariance" in report["results"]["plain"]["fixture_candidates:hang"]

@@ -38,7 +38,9 @@ HELP = (
     "with interquartile ranges apart.\n\n"
     "Exit codes: 0 no regression; 1 regression (or any change, with --fail-on any-change); "
     "2 bad input (unreadable file, not a report, bad REV:path, bad thresholds); "
-    "3 not comparable (different GPUs, one quick and one full report, different shapes). See docs/diff.md.\n"
+    "3 not comparable (different GPUs, one quick and one full report, different shapes, reports that measured "
+    "different things or drew other inputs, no mode in common). Only the modes both reports have are compared; "
+    "an incomplete report is said first, and what it lacks is not a regression. See docs/diff.md.\n"
 )
 
 def diff_command(

@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 
 from adaln_bench.commands.device import resolve_device
+from adaln_bench.commands.run_checks import check_file_names, warn_loader_variables
 from adaln_bench.errors import UserError
 from adaln_bench.harness.shapes import Shape, resolve_shape
 
@@ -166,7 +167,6 @@ def run_command(
     from adaln_bench.harness import exit_status
     from adaln_bench.harness.assemble import RunContext, assemble_report
     from adaln_bench.harness.claims import answering
-    from adaln_bench.harness.exit_status import run_exit
     from adaln_bench.harness.repeat import RepeatedRun
     from adaln_bench.harness.runner import ChildOptions, ModeOutcome, ModeRunner
     from adaln_bench.harness.selection import check_candidates, choose_operators, jobs as make_jobs, select
@@ -192,6 +192,7 @@ def run_command(
     check_candidates(ops, candidate)
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
     _check_environments(modes)
+    warn_loader_variables(modes)
     selection = select(ops, modes, candidate)
     interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)
     single_file = out is not None and len(ops) == 1 and out.suffix == ".json"
@@ -199,6 +200,8 @@ def run_command(
         raise UserError(f"--out {out}: with {len(ops)} operators --out names a directory (or pass one --op)")
     name = run_name(run_device, shape, quick, latency_only, modes, all_modes=not mode, geometry=geometry,
                     accuracy_only=accuracy_only)
+    if not single_file:
+        check_file_names(name, ops)
     out_target = check_writable(out, directory=False) if single_file else check_writable(
         out or Path("results") / name.slug, directory=True)
     if run_device == "cpu":
@@ -244,7 +247,12 @@ def run_command(
               file=sys.stderr)
     with StopSignals() as stops:
         with RunProgress(jobs, disabled=quiet) as progress:
-            runner = ModeRunner(options, slots, progress.update)
+            def runner_of(opts, on_progress):
+                made = ModeRunner(opts, slots, on_progress)
+                made.stop_cause = stops.cause
+                return made
+
+            runner = runner_of(options, progress.update)
 
             def done(key: str, outcome: ModeOutcome) -> None:
                 outcomes[key] = outcome
@@ -257,7 +265,7 @@ def run_command(
 
             # Repetition 1 in full on `runner`, then latency-only children in fresh processes, interleaved.
             run = RepeatedRun(options, repeats, lambda opts: runner if opts is options else
-                              ModeRunner(opts, slots, lambda key, event: None), on_repeat=repeated)
+                              runner_of(opts, lambda key, event: None), on_repeat=repeated)
             try:
                 with stops.raising():
                     run.run(jobs, done)
@@ -265,7 +273,7 @@ def run_command(
                 interrupted = True
             outcomes.update(run.outcomes)
         for job in jobs:  # every requested mode appears, also one no worker reached
-            outcomes.setdefault(job.key, runner.not_started(job))
+            outcomes.setdefault(job.key, runner.unanswered(job))
         context = RunContext(modes=modes, outcomes={}, shape=shape, device=run_device, quick=quick,
                              started_at=started_at, wall_s=time.monotonic() - t0, argv=list(sys.argv),
                              interpreters=interpreters, draw_geometry=geometry)
@@ -283,18 +291,10 @@ def run_command(
             reports[operator.name] = assemble_report(operator, replace(context, outcomes=per_mode), names)
         written = write_run(reports, out_target, name, single_file, slots, quiet)
     signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
-    code, why = run_exit(list(reports.values()), strict, signal_code)
-    if written.failed and code == 0:
-        code, why = exit_status.WRITE_FAILED, written.failed
-    if signal_code is not None and not interrupted:
-        print(f"adaln-bench: {stops.name} arrived after the last mode had finished; the report is complete",
-              file=sys.stderr)
-    elif signal_code is not None:
-        what = f"interrupted ({stops.name})" if stops.name else "interrupted"
-        print(f"adaln-bench: {what}; the report holds the finished modes and is marked incomplete",
-              file=sys.stderr)
-    elif why:
-        print(f"adaln-bench: {why} (exit {code})", file=sys.stderr)
+    code, lines = exit_status.closing(reports, written.failed, strict, signal_code, stops.cause() if stops.name else None,
+                          stops.name or "SIGINT")
+    for line in lines:
+        print(f"adaln-bench: {line}", file=sys.stderr)
     if code:
         raise typer.Exit(code)
 

@@ -2,7 +2,8 @@
 
 In order of precedence: 2 bad input (raised before anything runs), 130 interrupted (143 on SIGTERM),
 4 nothing measured at all, 3 some (mode, candidate) pair crashed, failed or timed out (or, with
-`--strict`, was unavailable), 0 otherwise. 1 stays what Python gives a bug: an uncaught traceback.
+`--strict`, was unavailable), 5 where it would be 0 but a report or the run index could not be written
+where asked, 0 otherwise. 1 stays what Python gives a bug: an uncaught traceback.
 """
 from __future__ import annotations
 
@@ -81,3 +82,27 @@ def run_exit(report: Report | Sequence[Report], strict: bool,
         return PAIR_FAILED, (f"--strict: {len(counts.unavailable)} of {counts.total} pair(s) unavailable here: "
                              f"{_listed(counts.unavailable)}")
     return OK, None
+
+
+def closing(reports: dict, write_failed: Optional[str], strict: bool, signal_code: Optional[int],
+            cause: Optional[str], signal_name: str) -> tuple[int, list[str]]:
+    """The run's exit code and its closing lines, each said once. What is said follows what was written: a
+    signal that arrived as the last mode finished left every report complete, and the line says so (the exit
+    code still says that a signal ended the run)."""
+    code, why = run_exit(list(reports.values()), strict, signal_code)
+    lines = []
+    if write_failed and code == 0:
+        code, why = WRITE_FAILED, write_failed
+    elif write_failed:  # beside the run's own reason for its exit code
+        lines.append(write_failed)
+    cut = [op for op, r in reports.items() if r.incomplete]
+    if signal_code is not None and not cut:
+        lines.append(f"{signal_name} arrived after the last mode had finished; the report"
+                     f"{'s are' if len(reports) > 1 else ' is'} complete")
+    elif signal_code is not None:
+        which = "the report holds" if len(reports) == 1 else f"{len(cut)} of {len(reports)} reports hold"
+        lines.append(f"{cause or 'interrupted'}; {which} the finished modes, written as *.incomplete.json beside "
+                     "any complete report (never over one)")
+    elif why:
+        lines.append(f"{why} (exit {code})")
+    return code, lines

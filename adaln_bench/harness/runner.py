@@ -181,6 +181,9 @@ class ModeRunner:
         self._running: dict[str, _ChildProcess] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        # What stopped the run, in the report's words: the caller knows the signal (harness/stop_signals.py).
+        self.stop_cause: Callable[[], str] = lambda: "interrupted"
+        self._started: set[str] = set()  # jobs whose child was started
         self._threads: list[threading.Thread] = []
         self._queue: Optional[JobQueue] = None  # run_all's, so that a first part's switch lets later parts start
         remove_stale_workdirs()
@@ -236,6 +239,7 @@ class ModeRunner:
                 return self.not_started(job)
             child = _ChildProcess(argv, env, stderr_path)
             self._running[name] = child
+            self._started.add(name)
         self.on_progress(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
         reader = threading.Thread(target=self._read_progress, args=(job, child), daemon=True)
         reader.start()
@@ -266,7 +270,7 @@ class ModeRunner:
                gpu: Optional[int], tail: str, timed_out: bool) -> ModeOutcome:
         """A child's end, classified."""
         if self._stopping.is_set() and not (result and result.complete):
-            return self._outcome(job, "interrupted", "interrupted by the user", result, wall, code, gpu, tail)
+            return self._outcome(job, "interrupted", self.stop_cause(), result, wall, code, gpu, tail)
         if timed_out and not (result and result.complete):  # a complete result whose exit was slow is no timeout
             return self._outcome(job, "timeout", f"no result within --timeout {self.options.timeout_s:g} s",
                                  result, wall, code, gpu, tail)
@@ -390,7 +394,15 @@ class ModeRunner:
 
     def not_started(self, job: ModeJob) -> ModeOutcome:
         """The outcome of a mode that never ran because the run was stopped first."""
-        return self._outcome(job, "interrupted", "not started: the run was interrupted", None, None, None, None)
+        return self._outcome(job, "interrupted", f"not started: {self.stop_cause()}", None, None, None, None)
+
+    def unanswered(self, job: ModeJob) -> ModeOutcome:
+        """A job without an outcome once the run stopped: never started, or its worker had not come back within
+        join_workers' wait (a killed child stuck in the kernel on a swapping machine): started, then stopped."""
+        if job.key in self._started:
+            return self._outcome(job, "interrupted", f"{self.stop_cause()}; its child had not ended when the run "
+                                 "stopped waiting for it", None, None, None, None)
+        return self.not_started(job)
 
     def not_applicable(self, job: ModeJob) -> ModeOutcome:
         """The outcome of a mode that means nothing on this device (a cuBLAS recipe on the CPU): never started."""

@@ -56,6 +56,14 @@ class StopSignals:
         """128 + the signal's number, as a shell reports a process that signal ended: 130 SIGINT, 143 SIGTERM."""
         return None if self.received is None else 128 + self.received
 
+    def cause(self) -> str:
+        """What stopped the run, as a report records it: which signal, not a guess at who sent it."""
+        if self.received is None:
+            return "interrupted"
+        if self.received == signal.SIGINT:
+            return "interrupted by SIGINT (Ctrl-C)"
+        return f"stopped by {self.name}"
+
     @property
     def name(self) -> Optional[str]:
         return None if self.received is None else signal.Signals(self.received).name

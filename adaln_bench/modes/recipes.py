@@ -38,11 +38,19 @@ CUBLASLT_WS1 = register(
 
 _SETTING_KEYS = {f for f in TorchSettings.__dataclass_fields__}
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+# A mode's name goes into file names (its child's files, a report named by its modes): short enough for any
+# file system, with room for the rest of the name.
+NAME_LIMIT = 64
 
 
-def _recipe_from_table(name: str, table: dict, origin: str) -> Mode:
+def _recipe_from_table(name: str, table: object, origin: str) -> Mode:
     if not _NAME.match(name):
-        raise UserError(f"{origin}: recipe name {name!r} must be letters, digits, '_', '.', '-'")
+        raise UserError(f"{origin}: recipe name {name[:80]!r} must be letters, digits, '_', '.', '-'")
+    if len(name) > NAME_LIMIT:
+        raise UserError(f"{origin}: recipe name {name[:40]!r}… has {len(name)} characters; at most {NAME_LIMIT}")
+    if not isinstance(table, dict):
+        raise UserError(f"{origin}: recipes.{name} must be a table ([recipes.{name}]), not "
+                        f"{type(table).__name__} {table!r}")
     unknown = set(table) - _SETTING_KEYS - {"description", "env"}
     if unknown:
         raise UserError(f"{origin}: recipe {name!r}: unknown keys {sorted(unknown)}")

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from adaln_bench.reports.naming import is_incomplete_file
 from adaln_bench.reports.schema import CandidateResult, Report
 
-INCOMPLETE_SUFFIX = ".incomplete.json"
 HISTORY = "history"
 KERNEL_BENCH = "kernel_bench"  # the file prefix of kernel-bench outputs, and the folder of multi-op ones
 FIDELITY = "fidelity"  # the file prefix of fidelity outputs
@@ -35,7 +35,7 @@ NATIVE = "native"  # the draw geometry of a report drawn as on the GPU that ran 
 
 def is_incomplete(path: Path, report: Optional[Report] = None) -> bool:
     """A run that was interrupted or failed: never a current answer, whatever else it holds."""
-    return path.name.endswith(INCOMPLETE_SUFFIX) or bool(report is not None and report.incomplete)
+    return is_incomplete_file(path) or bool(report is not None and report.incomplete)
 
 
 def gpu_slug(gpu_name: Optional[str]) -> str:

@@ -4,18 +4,22 @@ A verdict is given per (mode, candidate, metric[, T]):
 
 - batch invariance: invariant → not invariant is WORSE with zero tolerance; the reverse is BETTER;
   counts that move while the candidate stays not invariant are AMBIGUOUS (shown, not a regression).
-- errors against FP64: WORSE or BETTER when the change exceeds both the relative threshold and the floor.
+- errors against FP64: WORSE or BETTER when the change exceeds both the relative threshold and the floor;
+  where params_repeatable is false on either side, a parameter gradient's error (added with atomics, it
+  moves from run to run) is shown only, unless it more than doubles or halves.
 - latency: WORSE or BETTER only when the medians differ by more than the threshold and the quartile
   ranges [q1, q3] do not overlap; beyond the threshold with overlapping quartiles is AMBIGUOUS. A side
   without a distribution (RL-Kernel's reference report has none) is judged on the medians alone.
 - a candidate or metric that had a result and has none now is MISSING; one that is new is NEW.
 
-WORSE and MISSING are regressions. Reports from different devices, of different shapes, or one quick
-and one full, are not comparable: `ReportDiff.not_comparable` says why and no metric is compared.
+WORSE and MISSING are regressions; what an incomplete NEW did not reach is shown, not counted. Only the modes
+both reports have are compared (the others are listed). Reports from different devices, of different shapes,
+one quick and one full, that measured different things (full, accuracy-only, latency-only), drew other inputs
+or share no mode are not comparable: `ReportDiff.not_comparable` says why and no metric is compared.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Iterable, Optional
 
@@ -105,7 +109,8 @@ class Row:
     change: Optional[float] = None  # (new - old) / old where that is defined
     note: str = ""
     probes: tuple[ProbeCount, ...] = ()
-    # Shown but not gated: the host-inclusive event median when device time decides (docs/diff.md).
+    # Shown but not gated: the host-inclusive event median when device time decides, a parameter gradient
+    # added with atomics that moved less than twofold, what an incomplete NEW did not reach (docs/diff.md).
     informational: bool = False
 
     @property
@@ -122,6 +127,7 @@ class ReportDiff:
     # False when one report is quick and the other full (allowed): probe counts are then not compared.
     invariance_counts_compared: bool = True
     notes: tuple[str, ...] = field(default=())
+    size_symbol: str = "T"  # what the rows' size is: T timesteps, or S tokens for a token operator
 
     @property
     def comparable(self) -> bool:
@@ -170,6 +176,9 @@ class Scope:
     new_is_quick: bool = False
     # What gates a latency: "device" time where both sides have it (else the event medians), or "events".
     latency_basis: str = "device"
+    # The operator's parameter gradients (`grad_rel_err.<key>`): added with atomics where params_repeatable fails.
+    param_grads: frozenset = frozenset()
+    size_symbol: str = "T"
 
 
 def exit_code(diff: ReportDiff, fail_on: FailOn = FailOn.regression) -> int:
@@ -328,13 +337,60 @@ def compare_configuration(
             "probes and no errors against FP64, which would all show as MISSING; compare two latency-only "
             "reports for latency, or two full ones")
 
+    measured_old, measured_new = measured_parts(old), measured_parts(new)
+    if lo_old == lo_new and measured_old and measured_new and measured_old != measured_new:
+        add("measured", ", ".join(sorted(measured_old)), ", ".join(sorted(measured_new)), True)
+        blockers.append(
+            f"they measured different things (OLD: {', '.join(sorted(measured_old))}; NEW: "
+            f"{', '.join(sorted(measured_new))}): what one did not measure would all show as MISSING; compare "
+            "two reports of the same kind (full, --accuracy-only or --latency-only)")
+    other_inputs = _modes_with_other_inputs(old, new)
+    if other_inputs and not (device_differs and allow_different_device):
+        blockers.append(
+            f"other seeded inputs in {', '.join(other_inputs)} (modes.<mode>.inputs differ at the same seed and "
+            "rows): the errors and outputs do not compare bit for bit")
+
     add("kind", old.kind, new.kind)
     add("op", old.op, new.op, old.op != new.op)
     if old.op != new.op:
         blockers.append(f"different operators: OLD {old.op}, NEW {new.op}")
     add("incomplete", bool(old.incomplete), bool(new.incomplete),
-        note="the run was cut short; what it did not reach shows as MISSING" if new.incomplete else "")
+        note="the run was cut short; what it did not reach is shown, not counted" if new.incomplete else "")
     return diffs, blockers
+
+
+def measured_parts(report: Report) -> frozenset[str]:
+    """What a report measured, read from its results rather than its name or flags: invariance probes,
+    errors against FP64, latency."""
+    parts: set[str] = set()
+    for candidates in report.results.values():
+        for entry in candidates.values():
+            if not isinstance(entry, CandidateResult):
+                continue
+            if entry.batch_invariance is not None:
+                parts.add("invariance probes")
+            for point in entry.accuracy_latency.values():
+                if point.fwd_rel_err is not None:
+                    parts.add("errors against FP64")
+                if point.fwd_us is not None or point.fwd_bwd_us is not None or point.device_time is not None:
+                    parts.add("latency")
+    return frozenset(parts)
+
+
+def _modes_with_other_inputs(old: Report, new: Report) -> list[str]:
+    """Common modes whose seeded inputs differ though both drew them from the same seed and rows: other
+    numbers, not a run at other sizes (quick against full draws other rows, and that has its own rule)."""
+    found = []
+    for mode in _ordered_union(old.modes or {}, new.modes or {}):
+        a, b = (old.modes or {}).get(mode), (new.modes or {}).get(mode)
+        ia, ib = (a.inputs if a else None), (b.inputs if b else None)
+        if ia is None or ib is None or (ia.seed, ia.rows) != (ib.seed, ib.rows):
+            continue
+        ha, hb = ia.tensor_hashes(), ib.tensor_hashes()
+        shared = set(ha) & set(hb)
+        if any(ha[k] != hb[k] for k in shared) or ia.upstream_sha256 != ib.upstream_sha256:
+            found.append(mode)
+    return found
 
 
 def _geometry_text(report: Report) -> str:
@@ -520,9 +576,23 @@ def compare_latency(
     return direction, change, f"quartiles apart: OLD {_iqr_text(old_dist)}, NEW {_iqr_text(new_dist)}"
 
 
+def _beyond_twofold(old: float, new: float) -> bool:
+    """The error more than doubled or halved: what a gradient added with atomics does not do from noise."""
+    if old == 0 or new == 0:
+        return old != new
+    return abs(new) > 2 * abs(old) or abs(new) < abs(old) / 2
+
+
+UNREPEATABLE_NOTE = ("params_repeatable false: this parameter gradient is added with atomics and moves from run to "
+                     "run; shown only, counted once it doubles or halves")
+
+
 def _compare_point(
     mode: str, candidate: str, t: int, old: AccuracyLatency, new: AccuracyLatency, scope: Scope,
+    unrepeatable: bool = False,
 ) -> list[Row]:
+    """`unrepeatable`: params_repeatable is false on either side, so the parameter gradients' errors are noise
+    up to a factor of two."""
     thresholds = scope.thresholds
     rows: list[Row] = []
     for metric in metrics.metrics_for([old, new]):
@@ -553,6 +623,9 @@ def _compare_point(
                 note = f"{lead}; {note}" if note else lead
         else:
             verdict, change, note = compare_error(a, b, thresholds, metric)
+            if unrepeatable and name in scope.param_grads and not _beyond_twofold(a, b):
+                informational = True
+                note = f"{UNREPEATABLE_NOTE}; {note}" if note else UNREPEATABLE_NOTE
         rows.append(Row(mode, candidate, name, t, a, b, verdict, change, note, informational=informational))
     return rows
 
@@ -597,19 +670,22 @@ def compare_results(
     rows.extend(row for status in metrics.CANDIDATE_STATUSES
                 if (row := compare_status(mode, candidate, status, old, new)) is not None)
     point_rows: list[Row] = []
+    unrepeatable = any(inv is not None and inv.params_repeatable is False
+                       for inv in (old.batch_invariance, new.batch_invariance))
+    size = scope.size_symbol
     for key in _ordered_union(old.accuracy_latency, new.accuracy_latency, key=_int_key):
         a, b = old.accuracy_latency.get(key), new.accuracy_latency.get(key)
         t = _int_key(key)
         if a is not None and b is not None:
-            point_rows.extend(_compare_point(mode, candidate, t, a, b, scope))
+            point_rows.extend(_compare_point(mode, candidate, t, a, b, scope, unrepeatable))
         elif not scope.counts:
             continue  # quick runs measure fewer T: a T on one side only is expected, not a change
         elif b is None:
             point_rows.append(Row(mode, candidate, POINT_METRIC, t, "measured", None, Verdict.MISSING,
-                                  note=f"T={t} not measured in NEW"))
+                                  note=f"{size}={t} not measured in NEW"))
         else:
             point_rows.append(Row(mode, candidate, POINT_METRIC, t, None, "measured", Verdict.NEW,
-                                  note=f"T={t} not measured in OLD"))
+                                  note=f"{size}={t} not measured in OLD"))
     points = [*old.accuracy_latency.values(), *new.accuracy_latency.values()]
     rows.extend(_sort_metric_rows(point_rows, metrics.metrics_for(points)))
     return rows
@@ -618,11 +694,11 @@ def compare_results(
 # --- candidates and modes ---------------------------------------------------------------------------
 
 
-def _entry_summary(entry: CandidateResult) -> str:
+def _entry_summary(entry: CandidateResult, size_symbol: str = "T") -> str:
     inv = entry.batch_invariance
     inv_text = "invariance not probed" if inv is None else (
         "batch-invariant" if inv.batch_invariant else "not batch-invariant")
-    return f"{entry.source}; {inv_text}; {len(entry.accuracy_latency)} T measured"
+    return f"{entry.source}; {inv_text}; {len(entry.accuracy_latency)} {size_symbol} measured"
 
 
 def _reason(entry: CandidateUnavailable) -> str:
@@ -646,7 +722,7 @@ def compare_candidate(
     if new_ok:
         was = "absent" if old is None else "unavailable"
         why = "" if old is None else f" (was: {_reason(old)})"
-        return availability(Verdict.NEW, was, "available", _entry_summary(new) + why)
+        return availability(Verdict.NEW, was, "available", _entry_summary(new, scope.size_symbol) + why)
     # Neither side has a result: nothing was lost. Say so, with the reasons.
     a = "absent" if old is None else "unavailable"
     b = "absent" if new is None else "unavailable"
@@ -674,6 +750,43 @@ def _latency_basis_note(old: Report, new: Report, basis: str) -> Optional[str]:
     return None
 
 
+def _operator_facts(report: Report) -> tuple[frozenset, str]:
+    """The operator's parameter gradients, as `grad_rel_err.<key>` metrics, and its size symbol (T or S).
+    The declarations import torch: read here, once a diff is to be made, not when the module loads."""
+    from adaln_bench.ops.registry import all_operators
+
+    op = all_operators().get(report.op)
+    if op is None:
+        return frozenset(), "T"
+    grads = frozenset(metrics.GRAD_PREFIX + n for t in op.tensors if t.role == "param" for n in (t.name, t.key))
+    return grads, op.family.size_symbol
+
+
+def _mode_names(report: Report) -> list[str]:
+    return list(dict.fromkeys([*(report.modes or {}), *report.results]))
+
+
+def _incomplete_note(side: str, report: Report) -> Optional[str]:
+    if not report.incomplete:
+        return None
+    cut = [name for name, run in (report.modes or {}).items() if run.status == "interrupted"]
+    which = f" ({', '.join(cut)} interrupted)" if cut else ""
+    lack = "what it lacks is shown, not counted as a regression" if side == "NEW" else \
+        "what it lacks shows as NEW where the other report has it"
+    return f"{side} is incomplete: its run was stopped before it finished{which}; {lack}"
+
+
+def _cut_short(report: Report, row: Row) -> bool:
+    """A MISSING row of an incomplete report that its interruption explains (not a crash or a failure)."""
+    if row.verdict is not Verdict.MISSING or not report.incomplete:
+        return False
+    entry = report.results.get(row.mode, {}).get(row.candidate)
+    if isinstance(entry, CandidateUnavailable):
+        return entry.status == "interrupted"
+    run = (report.modes or {}).get(row.mode)  # a result or none at all: lacking what its mode did not reach
+    return run is not None and run.status == "interrupted"
+
+
 def diff_reports(
     old: Report,
     new: Report,
@@ -683,11 +796,25 @@ def diff_reports(
     latency_basis: str = "device",
 ) -> ReportDiff:
     config, blockers = compare_configuration(old, new, allow_different_device, allow_quick_mismatch)
+    param_grads, symbol = _operator_facts(new)
     scope = Scope(thresholds, counts=old.quick == new.quick, latency=device_kind(old) == device_kind(new),
-                  new_is_quick=new.quick, latency_basis=latency_basis)
-    notes: list[str] = []
+                  new_is_quick=new.quick, latency_basis=latency_basis, param_grads=param_grads,
+                  size_symbol=symbol)
+    notes: list[str] = [n for n in (_incomplete_note("OLD", old), _incomplete_note("NEW", new)) if n]
+    old_modes, new_modes = _mode_names(old), _mode_names(new)
+    common = [m for m in old_modes if m in new_modes]
+    if not common and not blockers:
+        blockers.append(f"no mode in common: OLD has {', '.join(old_modes) or 'none'}, NEW has "
+                        f"{', '.join(new_modes) or 'none'}")
     if blockers:
-        return ReportDiff(thresholds, tuple(config), tuple(blockers), (), scope.counts, tuple(notes))
+        return ReportDiff(thresholds, tuple(config), tuple(blockers), (), scope.counts, tuple(notes), symbol)
+    only_old = [m for m in old_modes if m not in common]
+    only_new = [m for m in new_modes if m not in common]
+    if only_old or only_new:
+        parts = [f"only in {side}: {', '.join(names)}" for side, names in (("OLD", only_old), ("NEW", only_new))
+                 if names]
+        notes.append(f"compared on the modes both reports have ({', '.join(common)}); not compared, "
+                     + "; ".join(parts))
     if not scope.counts:
         notes.append("one quick and one full report: probe counts and T measured on one side only are "
                      "not compared")
@@ -699,16 +826,22 @@ def diff_reports(
                                                                           or latency_basis == "events"):
         notes.append(basis_note)
     rows: list[Row] = []
-    for mode in _ordered_union(old.results, new.results):
+    for mode in common:
         old_mode, new_mode = old.results.get(mode, {}), new.results.get(mode, {})
         for candidate in _ordered_union(old_mode, new_mode):
             a, b = old_mode.get(candidate), new_mode.get(candidate)
             if mode not in new.results and isinstance(a, CandidateResult):
                 rows.append(Row(mode, candidate, AVAILABILITY_METRIC, None, "available", "absent",
-                                Verdict.MISSING, note=f"mode {mode} is not in NEW" + _mode_reason(new, mode)))
+                                Verdict.MISSING, note=f"mode {mode} has no results in NEW" + _mode_reason(new, mode)))
                 continue
             rows.extend(compare_candidate(mode, candidate, a, b, scope))
-    return ReportDiff(thresholds, tuple(config), (), tuple(rows), scope.counts, tuple(notes))
+    rows = [replace(row, informational=True, note=_joined("NEW was cut short", row.note))
+            if not row.informational and _cut_short(new, row) else row for row in rows]
+    return ReportDiff(thresholds, tuple(config), (), tuple(rows), scope.counts, tuple(notes), symbol)
+
+
+def _joined(lead: str, note: str) -> str:
+    return f"{lead}; {note}" if note else lead
 
 
 def _mode_reason(report: Report, mode: str) -> str:

@@ -96,15 +96,27 @@ def headline(result: ReportDiff, fail_on: FailOn, code: int) -> str:
         what = "no change"
     ignored = " (ignored: --fail-on never)" if regressions and fail_on is FailOn.never else ""
     gated = len(result.rows) - result.informational_count
-    shown = (f"; {result.informational_count} host-inclusive rows shown only (device time decides)"
+    shown = (f"; {result.informational_count} rows shown only ({informational_kinds(result)})"
              if result.informational_count else "")
     return f"{what}{ignored}; {gated} compared: {tally or 'nothing'}{shown}"
 
 
+INFORMATIONAL_KINDS = (("host-inclusive", "host-inclusive times where device time decides"),
+                       ("params_repeatable false", "parameter gradients added with atomics, within twofold"),
+                       ("NEW was cut short", "what the incomplete NEW did not reach"))
+
+
+def informational_kinds(result: ReportDiff, changed_only: bool = False) -> str:
+    """Why the informational rows count for nothing, in the words of their notes."""
+    rows = [r for r in result.rows if r.informational and (not changed_only or r.verdict is not Verdict.SAME)]
+    kinds = [text for mark, text in INFORMATIONAL_KINDS if any(r.note.startswith(mark) for r in rows)]
+    return "; ".join(kinds) or "shown only"
+
+
 def hidden_line(result: ReportDiff) -> str:
     n = result.hidden_informational
-    return (f"{n} informational row{'s' if n != 1 else ''} not listed (host-inclusive times that changed; device "
-            "time decides, so they count for nothing): --all lists them")
+    return (f"{n} informational row{'s' if n != 1 else ''} not listed (changed, but counting for nothing: "
+            f"{informational_kinds(result, changed_only=True)}): --all lists them")
 
 
 def summary_rows(result: ReportDiff) -> list[tuple[str, str, str, dict[str, int], Verdict]]:
@@ -155,6 +167,8 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
         console.print(f"[bold]{label}[/]: {escape(arg)} ({escape(report_facts(report))})")
     t = result.thresholds
     console.print(f"thresholds: {thresholds_text(t)}; fail on {fail_on.value}")
+    for note in result.notes:  # at the top: an incomplete side is the first thing to know
+        console.print(f"[yellow]note:[/] {escape(note)}")
 
     if result.config:
         table = Table(title="Configuration differences", title_justify="left")
@@ -166,20 +180,17 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
         console.print(table)
     else:
         console.print("configuration: identical")
-    for note in result.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
 
     if result.comparable:
+        # The verdict counts share one column that folds: one column per verdict squeezed the headers to
+        # `candid…` at 80 columns. No header is narrower than its name.
         summary = Table(title="Per candidate", title_justify="left")
-        for col in ("mode", "candidate", "invariant"):
-            summary.add_column(col)
-        shown = [v for v in VERDICT_ORDER if any(r.verdict is v for r in result.rows)]
-        for v in shown:
-            summary.add_column(v.value, justify="right")
-        summary.add_column("verdict")
+        for col in ("mode", "candidate", "invariant", "rows"):
+            summary.add_column(col, min_width=len(col), overflow="fold")
+        summary.add_column("verdict", min_width=len("AMBIGUOUS"), no_wrap=True)
         for mode, candidate, invariance, counts, worst in summary_rows(result):
-            summary.add_row(Text(mode), Text(candidate), Text(invariance),
-                            *[str(counts[v.value] or "") for v in shown],
+            tally = ", ".join(f"{counts[v.value]} {v.value}" for v in VERDICT_ORDER if counts[v.value])
+            summary.add_row(Text(mode), Text(candidate), Text(invariance), Text(tally),
                             Text(worst.value, style=VERDICT_STYLE[worst]))
         console.print(summary)
 
@@ -195,7 +206,7 @@ def render_rich(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int,
                 table.add_column(col, justify="right")
             for row in rows:
                 where = Text.assemble((f"{row.mode} / {row.candidate}", "bold"), f"  {_metric_label(row)}",
-                                      f" T={row.t}" if row.t is not None else "")
+                                      f" {result.size_symbol}={row.t}" if row.t is not None else "")
                 if row.note:
                     where.append("\n" + row.note, style="dim" if row.verdict is Verdict.SAME else "")
                 verdict = (Text(f"({row.verdict.value})", style="dim") if row.informational
@@ -226,6 +237,8 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
         out.append(f"- **{label}**: `{arg}` ({fmt.markdown_cell(report_facts(report))})")
     t = result.thresholds
     out += [f"- thresholds: {thresholds_text(t)}; fail on {fail_on.value}", ""]
+    for note in result.notes:  # at the top: an incomplete side is the first thing to know
+        out += [f"> {note}", ""]
 
     out.append("### Configuration differences")
     out.append("")
@@ -236,8 +249,6 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
     else:
         out.append("None: same GPU, software and settings.")
     out.append("")
-    for note in result.notes:
-        out += [f"> {note}", ""]
     if not result.comparable:
         out += ["### Not comparable", ""] + [f"- {reason}" for reason in result.not_comparable] + [""]
         return "\n".join(out)
@@ -246,7 +257,7 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
     out += ["### All rows" if show_all else "### Changes", ""]
     if rows:
         out += fmt.markdown_table(
-            ["mode", "candidate", "metric", "T", "OLD", "NEW", "change", "verdict", "note"],
+            ["mode", "candidate", "metric", result.size_symbol, "OLD", "NEW", "change", "verdict", "note"],
             [[r.mode, r.candidate, _metric_label(r), format_t(r), format_value(r.metric, r.old),
               format_value(r.metric, r.new), format_change(r),
               f"({r.verdict.value})" if r.informational else _md_verdict(r.verdict), r.note] for r in rows])
@@ -290,6 +301,7 @@ def diff_to_json(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int) -
         "comparable": result.comparable,
         "not_comparable": list(result.not_comparable),
         "invariance_counts_compared": result.invariance_counts_compared,
+        "size_symbol": result.size_symbol,  # what each row's `t` counts: T timesteps or S tokens
         "config": [asdict(d) for d in result.config],
         "notes": list(result.notes),
         "counts": result.verdict_counts(),

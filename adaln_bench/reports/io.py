@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Optional
@@ -84,10 +85,28 @@ def write_report_or_keep(report: Report, path: str | os.PathLike[str]) -> Writte
         error = str(exc) if isinstance(exc, UserError) else f"{path}: cannot write: {exc.strerror or exc}"
     kept_dir = Path(tempfile.gettempdir()) / "adaln-bench-kept"
     try:
-        kept = write_text_atomic(text, kept_dir / Path(path).name)
-    except (UserError, OSError) as exc:  # nowhere to write at all: the caller prints the summary regardless
-        return Written(Path(path), f"{error}; and not kept in {kept_dir} either: {exc}")
+        kept = _keep(text, kept_dir, Path(path).name)
+    except OSError as exc:  # nowhere to write at all: the caller prints the summary regardless
+        return Written(Path(path), f"{error}; and not kept in {kept_dir} either: {exc.strerror or exc}")
     return Written(kept.resolve(), error)
+
+
+def _keep(text: str, folder: Path, name: str) -> Path:
+    """A new file in `folder` named after `name` with the time and a random part (`r.20261204T181500.x1y2.json`):
+    two runs that both keep a report keep both."""
+    stem = name[:-len(".json")] if name.endswith(".json") else name
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, kept = tempfile.mkstemp(prefix=f"{stem}.{time.strftime('%Y%m%dT%H%M%S')}.", suffix=".json", dir=folder)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        Path(kept).unlink(missing_ok=True)
+        raise
+    return Path(kept)
 
 
 def write_text_atomic(text: str, path: str | os.PathLike[str]) -> Path:
@@ -134,23 +153,31 @@ def current_umask() -> int:
 
 def check_writable(path: str | os.PathLike[str], directory: bool = False) -> Path:
     """Fail before hours of measuring, not after, when the report could not be written. `directory`: the
-    path is a folder that will hold the reports."""
+    path is a folder that will hold the reports.
+
+    Tried, not asked: a file is created and removed in the nearest folder that exists. os.access answers yes
+    to root for any path, /proc included, and knows nothing of a read-only mount."""
     target = Path(path)
     if directory:
         if target.exists() and not target.is_dir():
             raise UserError(f"{target}: is a file; with several operators --out names a directory")
-        probe_dir = target
-        while not probe_dir.exists():
-            probe_dir = probe_dir.parent
-        if not probe_dir.is_dir() or not os.access(probe_dir, os.W_OK | os.X_OK):
-            raise UserError(f"{target}: cannot write there ({probe_dir} is not a writable directory)")
+        _probe(target, target)
         return target
     if target.is_dir():
         raise UserError(f"{target}: is a directory; --out takes a file path")
-    parent = target.parent
-    probe_dir = parent
-    while not probe_dir.exists():
-        probe_dir = probe_dir.parent
-    if not probe_dir.is_dir() or not os.access(probe_dir, os.W_OK | os.X_OK):
-        raise UserError(f"{target}: cannot write there ({probe_dir} is not a writable directory)")
+    _probe(target, target.parent)
     return target
+
+
+def _probe(target: Path, folder: Path) -> None:
+    probe_dir = folder
+    while not probe_dir.exists() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir():
+        raise UserError(f"{target}: cannot write there ({probe_dir} is not a directory)")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".adaln-bench-probe.", dir=probe_dir)
+    except OSError as exc:
+        raise UserError(f"{target}: cannot write there ({probe_dir}: {exc.strerror or exc})") from None
+    os.close(fd)
+    Path(probe).unlink(missing_ok=True)

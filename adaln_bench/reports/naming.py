@@ -9,6 +9,9 @@ from typing import Optional, Sequence
 from adaln_bench.shape import SYMBOLS, Shape
 
 RUN_INDEX_KIND = "adaln_bench_run_index"
+# An interrupted or failed run's report (and run index) ends so, beside the complete `<name>.json` it must never
+# replace; whatever picks reports takes these for what they are (docs/reports.md).
+INCOMPLETE_SUFFIX = ".incomplete.json"
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,13 @@ def report_path(out_dir: Path, name: RunName, op: str) -> Path:
 
 def index_path(out_dir: Path, name: RunName) -> Path:
     return out_dir / "runs" / name.index_file()
+
+
+def incomplete_path(path: Path) -> Path:
+    """`<name>.json` → `<name>.incomplete.json`."""
+    name = path.name[:-len(".json")] if path.name.endswith(".json") else path.name
+    return path.with_name(name + INCOMPLETE_SUFFIX)
+
+
+def is_incomplete_file(path: Path | str) -> bool:
+    return Path(path).name.endswith(INCOMPLETE_SUFFIX)

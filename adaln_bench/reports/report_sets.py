@@ -3,7 +3,8 @@
 A run writes one report per operator under `<out>/<op>/` and a run index under `<out>/runs/`
 (reports/naming.py). A reader names a run's directory, a few report files, or both: a directory is searched
 for `*.json` files (recursively, in name order), and what in it is not a report (a run index, some other
-JSON file) is passed over; a file named on the command line must be a report.
+JSON file) or is an incomplete one (`*.incomplete.json`) is passed over; a file named on the command line
+must be a report.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Sequence
 
 from adaln_bench.errors import NotAReportError, UserError
 from adaln_bench.reports.io import parse_report
-from adaln_bench.reports.naming import RUN_INDEX_KIND
+from adaln_bench.reports.naming import RUN_INDEX_KIND, is_incomplete_file
 from adaln_bench.reports.schema import Report
 
 
@@ -48,7 +49,11 @@ def load_path(path: Path) -> list[LoadedReport]:
     directory it is skipped, and a directory without any report is an error too."""
     if path.is_dir():
         found = []
-        for file in sorted(p for p in path.rglob("*.json") if p.is_file()):
+        files = sorted(p for p in path.rglob("*.json") if p.is_file())
+        # An interrupted or failed run's report is no answer for its operator: passed over in a directory
+        # (a file named on the command line is read as given).
+        incomplete = [p for p in files if is_incomplete_file(p)]
+        for file in (p for p in files if not is_incomplete_file(p)):
             try:
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):  # not a report this tool wrote: passed over like the rest
@@ -59,6 +64,10 @@ def load_path(path: Path) -> list[LoadedReport]:
                 found.append(LoadedReport(file, parse_report(text, str(file))))
             except NotAReportError:
                 continue
+        if not found and incomplete:
+            raise UserError(f"{path}: only incomplete reports in this directory ({incomplete[0].name}"
+                            f"{f' and {len(incomplete) - 1} more' if len(incomplete) > 1 else ''}): name one "
+                            "to compare it anyway")
         if not found:
             raise UserError(f"{path}: no reports in this directory (searched for *.json)")
         return found

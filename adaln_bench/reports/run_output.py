@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Optional
 
 from adaln_bench.reports.io import Written, write_report_or_keep, write_text_atomic
-from adaln_bench.reports.naming import RUN_INDEX_KIND, RunName, index_path, report_path
+from adaln_bench.harness.exit_status import count_pairs
+from adaln_bench.reports.naming import RUN_INDEX_KIND, RunName, incomplete_path, index_path, report_path
 from adaln_bench.reports.render import print_summary
 from adaln_bench.reports.schema import SCHEMA_VERSION, Report
 
@@ -22,19 +23,39 @@ class RunWritten:
     failed: Optional[str] = None  # one line: what could not be written where it was asked
 
 
+def is_complete(report: Report) -> bool:
+    """A report that may stand as `<name>.json`: its run was not stopped, and it measured something."""
+    return not report.incomplete and bool(count_pairs(report).measured)
+
+
+def _settle(path: Path, complete: bool) -> Path:
+    """Where a report (or the index) goes: a complete one to `path`, then its stale incomplete sibling goes;
+    an incomplete one beside it, so that a complete report there is never replaced by less."""
+    if complete:
+        return path
+    target = incomplete_path(path)
+    if path.exists():
+        print(f"adaln-bench: {path} kept (complete); this run's incomplete report goes to {target.name}",
+              file=sys.stderr)
+    return target
+
+
 def write_run(reports: dict[str, Report], out: Path, name: RunName, single_file: bool, slots: list,
               quiet: bool) -> RunWritten:
     """`out` is the report file (one operator, `--out FILE.json`) or the directory of the run."""
     written = RunWritten()
     for op, report in reports.items():
         path = out if single_file else report_path(out, name, op)
-        if path.exists():
+        complete = is_complete(report)
+        target = _settle(path, complete)
+        if complete and path.exists():
             print(f"adaln-bench: replacing {path} (a report of the same operator, shape, probes and modes)",
                   file=sys.stderr)
-        written.reports[op] = result = write_report_or_keep(report, path)
+        written.reports[op] = result = write_report_or_keep(report, target)
         if result.error:
-            print(f"adaln-bench: {result.error}; the report was kept in {result.path}", file=sys.stderr)
-            written.failed = written.failed or f"{result.error}; kept in {result.path}"
+            written.failed = written.failed or f"{result.error}; the report was kept in {result.path}"
+        elif complete:
+            incomplete_path(path).unlink(missing_ok=True)  # a complete report replaces the incomplete one too
     if not quiet:
         for report in reports.values():
             print_summary(report)
@@ -52,7 +73,9 @@ def _write_index(reports: dict[str, Report], written: RunWritten, out: Path, nam
                  slots: list) -> Optional[Path]:
     """The small file a nightly reads first: which reports one run wrote, where, and how long it took."""
     first = next(iter(reports.values()))
-    path = index_path(out, name)
+    complete = all(is_complete(r) for r in reports.values())
+    final = index_path(out, name)
+    path = final if complete else incomplete_path(final)
     index = {
         "kind": RUN_INDEX_KIND,
         "schema_version": SCHEMA_VERSION,
@@ -68,11 +91,13 @@ def _write_index(reports: dict[str, Report], written: RunWritten, out: Path, nam
         "reports": {op: _relative(w.path, path.parent) for op, w in written.reports.items()},
     }
     try:
-        return write_text_atomic(json.dumps(index, indent=2) + "\n", path)
+        done = write_text_atomic(json.dumps(index, indent=2) + "\n", path)
     except Exception as exc:  # noqa: BLE001 - the reports are written; the index is a convenience
-        print(f"adaln-bench: the run index could not be written: {exc}", file=sys.stderr)
         written.failed = written.failed or f"the run index could not be written: {exc}"
         return None
+    if complete:
+        incomplete_path(final).unlink(missing_ok=True)
+    return done
 
 
 def _relative(path: Path, base: Path) -> str:

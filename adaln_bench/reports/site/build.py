@@ -133,7 +133,7 @@ def render_site(collected: Collected, root: Path, thresholds: Thresholds) -> Bui
     summary = {
         "reports": [{"name": l.site_name, "source": str(l.path), "sha256": l.sha256} for l in collected.reports],
         "skipped": {"not_reports": len(collected.not_reports), "run_indexes": collected.run_indexes,
-                    "duplicates": collected.duplicates},
+                    "duplicates": collected.duplicates, "incomplete": collected.incomplete},
         "groups": [_group_json(g, hs) for groups in ops.values() for g, hs in groups.items()],
     }
     _write(root / "site.json", json.dumps(summary, indent=1, allow_nan=False) + "\n")

@@ -11,6 +11,7 @@ from typing import Iterable
 from adaln_bench.errors import NotAReportError, UserError
 from adaln_bench.reports.current import current_of, facts
 from adaln_bench.reports.io import parse_report
+from adaln_bench.reports.naming import is_incomplete_file
 from adaln_bench.reports.schema import Report
 
 # A run's small index of the reports it wrote (the coming results/<gpu>/<op>/ layout): not a report.
@@ -37,6 +38,7 @@ class Collected:
     run_indexes: int = 0
     duplicates: int = 0  # the same bytes found twice (a report in results/ and in the kept history)
     current: set[Path] = field(default_factory=set)  # the reports that are current answers (reports/current.py)
+    incomplete: int = 0  # `*.incomplete.json`: a run stopped or failed; the dashboard shows complete runs only
 
 
 def report_files(paths: Iterable[Path]) -> list[Path]:
@@ -65,6 +67,9 @@ def collect(paths: Iterable[Path]) -> Collected:
     out = Collected([])
     seen: set[str] = set()
     for f in report_files(paths):
+        if is_incomplete_file(f):
+            out.incomplete += 1
+            continue
         try:
             data = f.read_bytes()
         except OSError:

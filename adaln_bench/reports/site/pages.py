@@ -213,6 +213,8 @@ def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: C
         skipped.append(f"{collected.run_indexes} run indexes")
     if collected.duplicates:
         skipped.append(f"{collected.duplicates} duplicates")
+    if collected.incomplete:
+        skipped.append(f"{collected.incomplete} files of incomplete runs (*.incomplete.json)")
     parts.append(reports_table(collected, links))
     parts.append(f'<p class="facts" id="counts">Built from {len(collected.reports)} reports'
                  + (f"; skipped {', '.join(skipped)}" if skipped else "") + ".</p>")
