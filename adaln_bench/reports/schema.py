@@ -7,9 +7,9 @@ Fields this project adds are optional, so the reference file validates unchanged
 """
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 SCHEMA_VERSION = 1
 REPORT_KIND = "adaln_bench"
@@ -102,7 +102,10 @@ class Distribution(_Model):
 class GradRelErr(_Model):
     """One relative error per differentiated input, keyed by the input's name in the operator's order (the
     projection's: temb, w, b; gate_residual's: res, y, gate). The keys are the operator's, so they are kept
-    as they come rather than declared here."""
+    as they come rather than declared here; their values are typed all the same, for the readers do arithmetic
+    with them."""
+
+    __pydantic_extra__: dict[str, Optional[float]] = Field(init=False)  # type: ignore[assignment]
 
     def errors(self) -> dict[str, Optional[float]]:
         return dict(self.__pydantic_extra__ or {})
@@ -198,11 +201,15 @@ class ColdStart(_Model):
     process: Optional[Literal["interpreter", "fork"]] = None
 
 
+# A size key of `accuracy_latency` (T or S): the readers sort and compare them as integers.
+SizeKey = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,9}$")]
+
+
 class CandidateResult(_Model):
     source: str
     has_backward: bool
     batch_invariance: Optional[BatchInvariance] = None
-    accuracy_latency: dict[str, AccuracyLatency] = Field(default_factory=dict)
+    accuracy_latency: dict[SizeKey, AccuracyLatency] = Field(default_factory=dict)
     # Added here: SHA-256 of the full-batch output and d_temb on the fixed consistency input.
     fingerprint: Optional["Fingerprint"] = None
     details: Optional[dict[str, str]] = None
@@ -219,10 +226,22 @@ class Fingerprint(_Model):
     output_sha256: str
     d_temb_sha256: Optional[str] = None
 
+    @model_validator(mode="after")
+    def _hashes_are_text(self) -> "Fingerprint":
+        _check_extra_hashes(self, "d_")
+        return self
+
     def row_grad_hashes(self) -> dict[str, Optional[str]]:
         fields = {"d_temb_sha256": self.d_temb_sha256} if "d_temb_sha256" in self.model_fields_set else {}
         extra = {k: v for k, v in (self.__pydantic_extra__ or {}).items() if k.startswith("d_")}
         return {**fields, **extra}
+
+
+def _check_extra_hashes(model: BaseModel, prefix: str) -> None:
+    """The hashes kept as keys of their own (`d_x_sha256`, `x_sha256`) are compared and shown as text."""
+    for key, value in (model.__pydantic_extra__ or {}).items():
+        if key.startswith(prefix) and key.endswith("_sha256") and value is not None and not isinstance(value, str):
+            raise ValueError(f"{key} must be a string (a SHA-256 in hex)")
 
 
 CandidateStatus = Literal["unavailable", "failed", "crashed", "timeout", "interrupted"]
@@ -325,6 +344,11 @@ class InputFingerprint(_Model):
     # torch.randperm(rows) from a CPU generator seeded `seed`: the batch-size sweep draws its fillers so.
     permutation_sha256: Optional[str] = None
     draw_geometry: Optional[DrawGeometryRecord] = None
+
+    @model_validator(mode="after")
+    def _hashes_are_text(self) -> "InputFingerprint":
+        _check_extra_hashes(self, "")
+        return self
 
     def tensor_hashes(self) -> dict[str, str]:
         """Every input's hash by its key (`temb_sha256`, …), the upstream and permutation left out."""

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from adaln_bench.errors import NotAReportError, UserError
-from adaln_bench.reports.io import parse_report
+from adaln_bench.reports.load import load_json, read_limited, report_from_json
 from adaln_bench.reports.schema import Report
 
 # A run's small index of the reports it wrote (the coming results/<gpu>/<op>/ layout): not a report.
@@ -47,7 +46,7 @@ def report_files(paths: Iterable[Path]) -> list[Path]:
                 if (f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
                         and not any(parent in sites for parent in f.parents)):
                     found[f] = None
-        elif p.is_file():
+        elif p.exists() or p.is_symlink():  # a FIFO or a symlink loop too: the loader skips and counts it
             found[p] = None
         else:
             raise UserError(f"{p}: no such file or directory")
@@ -64,8 +63,8 @@ def collect(paths: Iterable[Path]) -> Collected:
     seen: set[str] = set()
     for f in report_files(paths):
         try:
-            data = f.read_bytes()
-        except OSError:
+            data = read_limited(f)
+        except UserError:  # a FIFO, a device, a file too large or unreadable: not a report
             out.not_reports.append(f)
             continue
         digest = hashlib.sha256(data).hexdigest()
@@ -73,16 +72,15 @@ def collect(paths: Iterable[Path]) -> Collected:
             out.duplicates += 1
             continue
         try:
-            text = data.decode("utf-8")
-            head = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            head = load_json(data, str(f))
+        except NotAReportError:
             out.not_reports.append(f)
             continue
         if isinstance(head, dict) and head.get("kind") == RUN_INDEX_KIND:
             out.run_indexes += 1
             continue
         try:
-            report = parse_report(text, str(f))
+            report = report_from_json(head, str(f))
         except NotAReportError:
             out.not_reports.append(f)
             continue
