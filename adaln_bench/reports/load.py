@@ -38,8 +38,8 @@ def one_line(text: str, limit: int = QUOTE_CHARS) -> str:
     return shown if len(shown) <= limit else shown[:limit - 1] + "…"
 
 
-def read_limited(path: str | os.PathLike[str], limit: int = MAX_REPORT_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes, or a UserError. The type is checked before
+def read_limited(path: str | os.PathLike[str], limit: int = MAX_REPORT_BYTES, what: str = "a report") -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (`what` it should be, for messages), or a UserError. The type is checked before
     opening (opening a FIFO waits for a writer), and again on the open file (it may have been swapped)."""
     p = Path(path)
     name = one_line(str(p), 400)
@@ -49,13 +49,13 @@ def read_limited(path: str | os.PathLike[str], limit: int = MAX_REPORT_BYTES) ->
         raise UserError(f"{name}: no such file") from None
     except OSError as exc:  # a symlink loop, a name too long, no permission
         raise UserError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    _check_type(info, name, limit)
+    _check_type(info, name, limit, what)
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise UserError(f"{name}: cannot read: {exc.strerror or exc}") from None
     try:
-        _check_type(os.fstat(fd), name, limit)
+        _check_type(os.fstat(fd), name, limit, what)
         chunks, left = [], limit + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
@@ -69,17 +69,17 @@ def read_limited(path: str | os.PathLike[str], limit: int = MAX_REPORT_BYTES) ->
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > limit:
-        raise NotAReportError(f"{name}: larger than a report can be ({_size(limit)})")
+        raise NotAReportError(f"{name}: larger than {what} can be ({_size(limit)})")
     return data
 
 
-def _check_type(info: os.stat_result, name: str, limit: int) -> None:
+def _check_type(info: os.stat_result, name: str, limit: int, what: str) -> None:
     if stat.S_ISDIR(info.st_mode):
-        raise UserError(f"{name}: is a directory, not a report file")
+        raise UserError(f"{name}: is a directory, not {what}")
     if not stat.S_ISREG(info.st_mode):
-        raise NotAReportError(f"{name}: not a regular file ({_file_kind(info.st_mode)}), so not a report")
+        raise NotAReportError(f"{name}: not a regular file ({_file_kind(info.st_mode)}), so not {what}")
     if info.st_size > limit:
-        raise NotAReportError(f"{name}: {_size(info.st_size)}, larger than a report can be ({_size(limit)})")
+        raise NotAReportError(f"{name}: {_size(info.st_size)}, larger than {what} can be ({_size(limit)})")
 
 
 def _file_kind(mode: int) -> str:

@@ -16,6 +16,12 @@ REPORT_KIND = "adaln_bench"
 PRIOR_ART_KIND = "h3_prior_art"
 
 
+# A time in µs is positive and an error against FP64 is not negative: the readers divide by the one and take
+# the logarithm of the other.
+Duration = Annotated[float, Field(gt=0)]
+RelError = Annotated[float, Field(ge=0)]
+
+
 class _Model(BaseModel):
     # Unknown keys are kept (a newer writer may add some); NaN and infinity are refused: JSON has neither.
     model_config = ConfigDict(extra="allow", ser_json_inf_nan="null", allow_inf_nan=False)
@@ -91,11 +97,11 @@ class BatchInvariance(_Model):
 class Distribution(_Model):
     """A timing distribution in microseconds: the median alone cannot tell noise from change."""
 
-    min: float
-    q1: float
-    median: float
-    q3: float
-    max: float
+    min: Duration
+    q1: Duration
+    median: Duration
+    q3: Duration
+    max: Duration
     count: int
 
 
@@ -105,9 +111,9 @@ class GradRelErr(_Model):
     as they come rather than declared here; their values are typed all the same, for the readers do arithmetic
     with them."""
 
-    __pydantic_extra__: dict[str, Optional[float]] = Field(init=False)  # type: ignore[assignment]
+    __pydantic_extra__: dict[str, Optional[RelError]] = Field(init=False)  # type: ignore[assignment]
 
-    def errors(self) -> dict[str, Optional[float]]:
+    def errors(self) -> dict[str, Optional[RelError]]:
         return dict(self.__pydantic_extra__ or {})
 
 
@@ -120,11 +126,11 @@ class DeviceReference(_Model):
     `*_ratio` is the median of the candidate's samples over the reference's, round by round."""
 
     what: str
-    fwd_us: float
-    fwd_samples: list[float]
+    fwd_us: Duration
+    fwd_samples: list[Duration]
     fwd_ratio: Optional[float] = None
-    fwd_bwd_us: Optional[float] = None
-    fwd_bwd_samples: Optional[list[float]] = None
+    fwd_bwd_us: Optional[Duration] = None
+    fwd_bwd_samples: Optional[list[Duration]] = None
     fwd_bwd_ratio: Optional[float] = None
 
 
@@ -138,16 +144,16 @@ class DeviceTime(_Model):
     """
 
     method: DeviceTimeMethod  # of the forward; the forward + backward's is `fwd_bwd_method`
-    fwd_us: float
-    fwd_samples: list[float]
+    fwd_us: Duration
+    fwd_samples: list[Duration]
     fwd_rel_noise: Optional[float] = None
-    fwd_process_medians: Optional[list[float]] = None
-    fwd_bwd_us: Optional[float] = None
-    fwd_bwd_samples: Optional[list[float]] = None
+    fwd_process_medians: Optional[list[Duration]] = None
+    fwd_bwd_us: Optional[Duration] = None
+    fwd_bwd_samples: Optional[list[Duration]] = None
     fwd_bwd_rel_noise: Optional[float] = None
-    fwd_bwd_process_medians: Optional[list[float]] = None
+    fwd_bwd_process_medians: Optional[list[Duration]] = None
     fwd_bwd_method: Optional[DeviceTimeMethod] = None
-    processes: int = 1
+    processes: Annotated[int, Field(ge=1)] = 1
     sm_clock_mhz_before: Optional[float] = None
     sm_clock_mhz_after: Optional[float] = None
     sm_clock_source: Optional[str] = None
@@ -163,11 +169,11 @@ class DeviceTime(_Model):
 
 
 class AccuracyLatency(_Model):
-    fwd_rel_err: Optional[float]
+    fwd_rel_err: Optional[RelError]
     grad_rel_err: Optional[GradRelErr] = None
     # RL-Kernel's figures, kept as they are: median of 100 CUDA-event samples after 20 warm-ups.
-    fwd_us: Optional[float]
-    fwd_bwd_us: Optional[float] = None
+    fwd_us: Optional[Duration]
+    fwd_bwd_us: Optional[Duration] = None
     # Added here: the distributions behind the two medians, and the clock they came from.
     fwd_us_dist: Optional[Distribution] = None
     fwd_bwd_us_dist: Optional[Distribution] = None

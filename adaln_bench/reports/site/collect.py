@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Iterable
 
 from adaln_bench.errors import NotAReportError, UserError
+from adaln_bench.reports.display import for_display
 from adaln_bench.reports.load import load_json, read_limited, report_from_json
 from adaln_bench.reports.schema import Report
 
@@ -85,5 +86,5 @@ def collect(paths: Iterable[Path]) -> Collected:
             out.not_reports.append(f)
             continue
         seen.add(digest)
-        out.reports.append(Loaded(f, report, digest, _site_name(f, digest), data))
+        out.reports.append(Loaded(f, for_display(report), digest, _site_name(f, digest), data))
     return out
