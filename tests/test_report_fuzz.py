@@ -253,18 +253,29 @@ RECIPE_PLACES = ["recipes = {}\n", "recipes = {{ e = {} }}\n", "[recipes.r]\nenv
 
 
 def test_a_modes_file_of_wrong_types_is_one_line_and_exit_2(tmp_path, capsys):
+    from adaln_bench.modes.recipes import load_recipe_file
+
     path = tmp_path / "modes.toml"
-    failures = []
+    failures, refused = [], []
     cases = [place.format(value) for place in RECIPE_PLACES for value in RECIPE_VALUES]
-    cases += ["a = " + "[" * 3000 + "]" * 3000 + "\n", "\xff"]
+    cases += ["a = " + "[" * 3000 + "]" * 3000 + "\n", "\udcff"]
     for text in cases:
         path.write_text(text, encoding="utf-8", errors="surrogateescape")
-        code, out, err = run_main(["modes", "--modes-file", str(path)], capsys)
-        if code == 0:  # a valid recipe after all (a string where a string goes): listed
-            assert "r" in out
-        elif code != 2 or err.count("\n") != 1 or len(err) > 400:
-            failures.append((text[:60], code, err[:200]))
+        try:
+            load_recipe_file(str(path))  # a valid recipe after all (a string where a string goes)
+        except UserError as exc:
+            if "\n" in str(exc) or len(str(exc)) > 400:
+                failures.append((text[:60], str(exc)[:200]))
+            refused.append(text)
+        except Exception as exc:  # noqa: BLE001 - what the test looks for
+            failures.append((text[:60], repr(exc)[:200]))
     assert not failures, failures
+    assert len(refused) > len(cases) * 3 // 4
+    # Through the command line (listing the modes of a valid file probes every framework: only refusals here).
+    for text in refused[::12]:
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+        code, out, err = run_main(["modes", "--modes-file", str(path)], capsys)
+        assert code == 2 and err.count("\n") == 1, (text[:60], code, err[:200])
     os.mkfifo(tmp_path / "fifo.toml")
     with deadline(30):
         code, out, err = run_main(["modes", "--modes-file", str(tmp_path / "fifo.toml")], capsys)
