@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -96,7 +97,7 @@ READER_CASES = {"report": 100, "diff": 100, "diff --json": 100, "fidelity": 100,
 def test_readers_answer_sampled_mutations_without_a_traceback(reader, data, tmp_path):
     if reader in ("plot", "publish"):
         pytest.importorskip("matplotlib")
-    cases = fuzz.sample(fuzz.all_cases(data), READER_CASES[reader], seed=hash(reader) % 1000)
+    cases = fuzz.sample(fuzz.all_cases(data), READER_CASES[reader], seed=zlib.crc32(reader.encode()))
     crashes, codes = [], set()
     for i, case in enumerate(cases):
         folder = tmp_path / str(i)
@@ -107,7 +108,9 @@ def test_readers_answer_sampled_mutations_without_a_traceback(reader, data, tmp_
         else:
             codes.add(outcome.code)
     assert not crashes, f"{reader}: {len(crashes)} of {len(cases)} crashed, e.g. {crashes[:3]}"
-    assert 2 in codes, codes  # the refusals came from the loader, not from a reader that took everything
+    # The refusals came from the loader, not from a reader that took everything (publish skips and counts a
+    # file that is no report, beside the sound one, and writes its site: 0).
+    assert codes == {0} if reader == "publish" else 2 in codes, codes
 
 
 def _special_files(tmp_path: Path, data: dict) -> dict[str, Path]:
