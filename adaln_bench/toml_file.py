@@ -11,13 +11,21 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 
+# A recipe, envs or thresholds file is a few KB; a FIFO or /dev/zero named as one must not hang the reader.
+MAX_TOML_BYTES = 1024 * 1024
+
+
 def read_toml(path: str | Path, kind: str = "file") -> dict:
+    from adaln_bench.reports.load import read_limited
+
     p = Path(path)
+    if not p.exists() and not p.is_symlink():
+        raise UserError(f"{p}: no such {kind}")
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such {kind}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        return tomllib.loads(read_limited(p, MAX_TOML_BYTES, f"a {kind}").decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise UserError(f"{p}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{p}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UserError(f"{p}: not valid TOML: nested too deep") from None

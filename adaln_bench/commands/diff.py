@@ -7,6 +7,7 @@ result into the exit code.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from enum import Enum
 from pathlib import Path
@@ -17,6 +18,7 @@ import typer
 from adaln_bench.errors import UserError
 from adaln_bench.reports.diff import FailOn, diff_reports, exit_code
 from adaln_bench.reports.diff_render import diff_to_json, render_markdown, render_rich
+from adaln_bench.reports.display import for_display
 from adaln_bench.reports.git_source import load_report
 from adaln_bench.reports.thresholds import resolve_thresholds
 
@@ -42,6 +44,18 @@ HELP = (
     "different things or drew other inputs, no mode in common). Only the modes both reports have are compared; "
     "an incomplete report is said first, and what it lacks is not a regression. See docs/diff.md.\n"
 )
+
+def json_safe(value: object) -> object:
+    """`value` with every non-finite number as null: JSON has no inf or NaN, and a change against an error of
+    5e-324 overflows."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
 
 def diff_command(
     old: str = typer.Argument(..., metavar="OLD", help="Report file or REV:path (the baseline)."),
@@ -77,14 +91,15 @@ def diff_command(
         raise UserError("--markdown and --json are exclusive: choose one output")
     thresholds = resolve_thresholds(thresholds_file, latency_threshold, accuracy_threshold, accuracy_floor,
                                     latency_alpha)
-    old_report = load_report(old)
-    new_report = load_report(new)
+    old_report = for_display(load_report(old))
+    new_report = for_display(load_report(new))
     result = diff_reports(old_report, new_report, thresholds, allow_different_device, allow_quick_mismatch,
                           latency_basis.value)
     code = exit_code(result, fail_on)
     sides = {"OLD": (old, old_report), "NEW": (new, new_report)}
     if as_json:
-        sys.stdout.write(json.dumps(diff_to_json(result, sides, fail_on, code), indent=2, allow_nan=False) + "\n")
+        document = json_safe(diff_to_json(result, sides, fail_on, code))
+        sys.stdout.write(json.dumps(document, indent=2, allow_nan=False) + "\n")
     elif markdown:
         sys.stdout.write(render_markdown(result, sides, fail_on, code, show_all))
     else:

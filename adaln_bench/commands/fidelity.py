@@ -40,9 +40,11 @@ def fidelity_command(
     """
     from adaln_bench.reports.fidelity import compare_sets, sets_not_comparable, to_markdown
     from adaln_bench.reports.io import write_text_atomic
-    from adaln_bench.reports.report_sets import by_operator, load_sides
+    from adaln_bench.reports.display import for_display
+    from adaln_bench.reports.report_sets import LoadedReport, by_operator, load_sides
 
-    reference_side, report_side = load_sides(_current_in_folders(paths))
+    reference_side, report_side = ([LoadedReport(r.path, for_display(r.report)) for r in side]
+                                   for side in load_sides(_current_in_folders(paths)))
     references, reports = by_operator(reference_side, "REFERENCE"), by_operator(report_side, "REPORT")
     if out is not None and out.is_dir():
         raise UserError(f"{out}: is a directory; --out takes a file path")

@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from adaln_bench.errors import UserError
+from adaln_bench.reports.display import for_display
 from adaln_bench.reports.git_source import load_report, parse_source
 from adaln_bench.reports.plot import MAX_REPORTS, plot_reports, require_matplotlib
 
@@ -26,7 +27,7 @@ def plot_command(
     require_matplotlib()  # before reading anything: the one line that says what to install
     if len(reports) > MAX_REPORTS:
         raise UserError(f"plot takes at most {MAX_REPORTS} reports, not {len(reports)}")
-    loaded = [(text, load_report(text)) for text in reports]
+    loaded = [(text, for_display(load_report(text))) for text in reports]
     target = out if out is not None else Path(Path(parse_source(reports[0]).path).stem + ".png")
     if target.suffix.lower() != ".png":
         raise UserError(f"{target}: --out must name a .png file")

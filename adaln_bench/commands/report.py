@@ -13,10 +13,11 @@ def report_command(
     """Show a report: invariant or not (with the failing counts), and error and time at up to three row
     counts: T = 3, 256, 2048 (timesteps) for the timestep operators, the S (tokens) measured for the
     per-token ones."""
+    from adaln_bench.reports.display import for_display
     from adaln_bench.reports.io import read_report
     from adaln_bench.reports.render import markdown as to_markdown, print_summary
 
-    report = read_report(file)
+    report = for_display(read_report(file))
     if markdown:
         typer.echo(to_markdown(report), nl=False)
     else:

@@ -43,21 +43,30 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 NAME_LIMIT = 64
 
 
+def _quoted(value: object, limit: int = 60) -> str:
+    """A value from the file for a one-line message: its repr, cut (a string or table may be any size)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _recipe_from_table(name: str, table: object, origin: str) -> Mode:
     if not _NAME.match(name):
-        raise UserError(f"{origin}: recipe name {name[:80]!r} must be letters, digits, '_', '.', '-'")
+        raise UserError(f"{origin}: recipe name {_quoted(name)} must be letters, digits, '_', '.', '-'")
     if len(name) > NAME_LIMIT:
         raise UserError(f"{origin}: recipe name {name[:40]!r}… has {len(name)} characters; at most {NAME_LIMIT}")
     if not isinstance(table, dict):
-        raise UserError(f"{origin}: recipes.{name} must be a table ([recipes.{name}]), not "
-                        f"{type(table).__name__} {table!r}")
+        raise UserError(f"{origin}: recipe {name!r} must be a table ([recipes.{name}]), not "
+                        f"{type(table).__name__} {_quoted(table)}")
     unknown = set(table) - _SETTING_KEYS - {"description", "env"}
     if unknown:
-        raise UserError(f"{origin}: recipe {name!r}: unknown keys {sorted(unknown)}")
+        raise UserError(f"{origin}: recipe {name!r}: unknown keys {_quoted(sorted(unknown))}")
+    description = table.get("description", f"recipe from {origin}")
+    if not isinstance(description, str):
+        raise UserError(f"{origin}: recipe {name!r}: description must be a string, not {_quoted(description)}")
     env = table.get("env", {})
     if not isinstance(env, dict):
         raise UserError(f"{origin}: recipe {name!r}: env must be a table of strings")
-    bad = next((f"{k} = {v!r}" for k, v in env.items() if not isinstance(v, str)), None)
+    bad = next((f"{k} = {_quoted(v)}" for k, v in env.items() if not isinstance(v, str)), None)
     if bad is not None:  # TOML keeps types: `FOO = true` would reach the child as "True"
         raise UserError(f"{origin}: recipe {name!r}: env must be a table of strings, not {bad}")
     problem = env_problem(name, env)
@@ -72,7 +81,7 @@ def _recipe_from_table(name: str, table: object, origin: str) -> Mode:
             raise UserError(f"{origin}: recipe {name!r}: {key} must be true or false")
     return Mode(
         name=name,
-        description=str(table.get("description", f"recipe from {origin}")),
+        description=description,
         kind="recipe",
         env=dict(env),
         torch_settings=TorchSettings(**settings),

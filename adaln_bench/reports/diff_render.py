@@ -234,11 +234,12 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
     mark = "❌" if code == 1 else ("⚠️" if code == 3 else "✅")
     out = [f"## adaln-bench diff {mark} {fmt.markdown_cell(headline(result, fail_on, code))} (exit {code})", ""]
     for label, (arg, report) in sides.items():
-        out.append(f"- **{label}**: `{arg}` ({fmt.markdown_cell(report_facts(report))})")
+        out.append(f"- **{label}**: `{fmt.markdown_cell(arg).replace('`', chr(39))}` "
+                   f"({fmt.markdown_cell(report_facts(report))})")
     t = result.thresholds
     out += [f"- thresholds: {thresholds_text(t)}; fail on {fail_on.value}", ""]
     for note in result.notes:  # at the top: an incomplete side is the first thing to know
-        out += [f"> {note}", ""]
+        out += [f"> {fmt.markdown_cell(note)}", ""]
 
     out.append("### Configuration differences")
     out.append("")
@@ -250,7 +251,7 @@ def render_markdown(result: ReportDiff, sides: Sides, fail_on: FailOn, code: int
         out.append("None: same GPU, software and settings.")
     out.append("")
     if not result.comparable:
-        out += ["### Not comparable", ""] + [f"- {reason}" for reason in result.not_comparable] + [""]
+        out += ["### Not comparable", ""] + [f"- {fmt.markdown_cell(reason)}" for reason in result.not_comparable] + [""]
         return "\n".join(out)
 
     rows = list(result.rows) if show_all else result.listed

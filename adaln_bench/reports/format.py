@@ -5,6 +5,7 @@ write through the functions here, so a duration or an error reads the same way w
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Iterable, Optional, Union
 
@@ -66,7 +67,9 @@ def change(relative: Optional[float]) -> str:
 
 
 def markdown_cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text for one line of Markdown (a table cell, a list item): HTML in it escaped as on the site's pages
+    (a report's strings are not the writer's markup), `|` escaped, newlines as spaces."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> list[str]:

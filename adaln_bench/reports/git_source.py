@@ -43,7 +43,7 @@ def parse_source(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Rep
     return ReportSource(text, path, rev)
 
 
-def git_show(rev: str, path: str, cwd: Optional[str | os.PathLike[str]] = None) -> str:
+def git_show(rev: str, path: str, cwd: Optional[str | os.PathLike[str]] = None) -> bytes:
     """The text of `path` at `rev` in the repository around `cwd`; a bad rev or path is a UserError."""
     spec = f"{rev}:{path}"
     try:
@@ -58,10 +58,7 @@ def git_show(rev: str, path: str, cwd: Optional[str | os.PathLike[str]] = None) 
         message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         first = message[0] if message else f"git show exited with {proc.returncode}"
         raise UserError(f"{spec}: {first.removeprefix('fatal: ')}")
-    try:
-        return proc.stdout.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{spec}: not UTF-8 text, so not a report") from None
+    return proc.stdout  # the loader decodes it, and refuses what is not UTF-8 or too large
 
 
 def load_report(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Report:
@@ -72,6 +69,4 @@ def load_report(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Repo
     path = Path(source.path)
     if cwd is not None and not path.is_absolute():
         path = Path(cwd) / path
-    if path.is_dir():
-        raise UserError(f"{source.text}: is a directory, not a report file")
-    return read_report(path)
+    return read_report(path)  # a directory, a FIFO or a device gets its one line there

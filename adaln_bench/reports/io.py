@@ -9,49 +9,10 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Optional
 
-from pydantic import ValidationError
-
-from adaln_bench.errors import NotAReportError, UserError
-from adaln_bench.reports.schema import SCHEMA_VERSION, Report
-
-
-def parse_report(text: str, origin: str) -> Report:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NotAReportError(f"{origin}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict) or "results" not in data or "environment" not in data:
-        raise NotAReportError(f"{origin}: not an adaln-bench report (no 'results' and 'environment')")
-    _check_schema_version(data.get("schema_version"), origin)
-    try:
-        return Report.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise NotAReportError(f"{origin}: not a valid report: {where}: {first['msg']}") from None
-
-
-def _check_schema_version(version: object, origin: str) -> None:
-    """A report without a version is RL-Kernel's format, which every version reads (fields are only ever
-    added); a newer version than this reader knows may have changed what a field means, so it is refused."""
-    if version is None:
-        return
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise NotAReportError(f"{origin}: schema_version must be a positive integer, not {version!r}")
-    if version > SCHEMA_VERSION:
-        raise NotAReportError(f"{origin}: schema_version {version} is newer than this adaln-bench reads "
-                              f"(up to {SCHEMA_VERSION}); upgrade adaln-bench to read it")
-
-
-def read_report(path: str | os.PathLike[str]) -> Report:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{p}: cannot read: {exc}") from None
-    return parse_report(text, str(p))
+from adaln_bench.errors import UserError
+# Reading is the loader's (reports/load.py); its two entry points stay importable from here.
+from adaln_bench.reports.load import parse_report, read_report  # noqa: F401
+from adaln_bench.reports.schema import Report
 
 
 def report_to_dict(report: Report) -> dict:

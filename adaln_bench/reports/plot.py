@@ -188,6 +188,14 @@ def _t_axis(ax, ts: list[int]) -> None:
 def plot_reports(reports: list[tuple[str, Report]], out: str | os.PathLike[str]) -> Path:
     """Draw the figure for one to four (label, report) pairs and write it to `out` as a PNG."""
     require_matplotlib()
+    import matplotlib
+
+    # Every label is a report's text, never mathtext: `$\foo$` in a name is shown, not parsed (and failed).
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _draw(reports, out)
+
+
+def _draw(reports: list[tuple[str, Report]], out: str | os.PathLike[str]) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D

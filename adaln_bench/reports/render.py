@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from adaln_bench.reports import metrics
-from adaln_bench.reports.format import markdown_table
+from adaln_bench.reports.format import markdown_cell, markdown_table
 from adaln_bench.reports.mode_environments import environment_lines, input_warning
 from adaln_bench.reports.schema import CandidateResult, CandidateStatus, CandidateUnavailable, Report
 
@@ -365,7 +365,7 @@ def print_summary(report: Report, console: Optional[Console] = None) -> None:
 
 
 def markdown(report: Report) -> str:
-    lines = [f"**{header(report)}**", ""]
+    lines = [f"**{markdown_cell(header(report))}**", ""]
     sizes, symbol = shown_sizes(report), size_symbol(report)
     cols = ["mode", "candidate", "invariant"] + [column_title(t, symbol) for t in sizes]
     table = []
@@ -388,7 +388,7 @@ def markdown(report: Report) -> str:
     extra = environment_lines(report)
     warning = input_warning(report)
     if warning:
-        extra.append(f"**{warning}**")
+        extra.append(f"**{markdown_cell(warning)}**")
     if extra:
-        lines += [""] + [f"- {line}" for line in extra]
+        lines += [""] + [f"- {line if line.startswith('**') else markdown_cell(line)}" for line in extra]
     return "\n".join(lines) + "\n"

@@ -8,13 +8,12 @@ must be a report.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from adaln_bench.errors import NotAReportError, UserError
-from adaln_bench.reports.io import parse_report
+from adaln_bench.errors import UserError
+from adaln_bench.reports.load import load_json, one_line, read_limited, report_from_json
 from adaln_bench.reports.naming import RUN_INDEX_KIND, is_incomplete_file
 from adaln_bench.reports.schema import Report
 
@@ -29,18 +28,12 @@ class LoadedReport:
         return self.report.op
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {exc}") from None
+def _read(path: Path) -> object:
+    """The JSON of a file through the shared loader: a UserError (one line) when it cannot be read or parsed."""
+    return load_json(read_limited(path), one_line(str(path), 400))
 
 
-def _kind(text: str) -> object:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return None
+def _kind(data: object) -> object:
     return data.get("kind") if isinstance(data, dict) else None
 
 
@@ -54,15 +47,12 @@ def load_path(path: Path) -> list[LoadedReport]:
         # (a file named on the command line is read as given).
         incomplete = [p for p in files if is_incomplete_file(p)]
         for file in (p for p in files if not is_incomplete_file(p)):
-            try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):  # not a report this tool wrote: passed over like the rest
-                continue
-            if _kind(text) == RUN_INDEX_KIND:
-                continue
-            try:
-                found.append(LoadedReport(file, parse_report(text, str(file))))
-            except NotAReportError:
+            try:  # what is not a report this tool wrote is passed over like the rest
+                data = _read(file)
+                if _kind(data) == RUN_INDEX_KIND:
+                    continue
+                found.append(LoadedReport(file, report_from_json(data, str(file))))
+            except UserError:
                 continue
         if not found and incomplete:
             raise UserError(f"{path}: only incomplete reports in this directory ({incomplete[0].name}"
@@ -73,10 +63,10 @@ def load_path(path: Path) -> list[LoadedReport]:
         return found
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
-    text = _read_text(path)
-    if _kind(text) == RUN_INDEX_KIND:
+    data = _read(path)
+    if _kind(data) == RUN_INDEX_KIND:
         raise UserError(f"{path}: a run index, not a report: name the run's directory or its reports")
-    return [LoadedReport(path, parse_report(text, str(path)))]
+    return [LoadedReport(path, report_from_json(data, one_line(str(path), 400)))]
 
 
 def by_operator(reports: Sequence[LoadedReport], side: str) -> dict[str, LoadedReport]:

@@ -7,13 +7,19 @@ Fields this project adds are optional, so the reference file validates unchanged
 """
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 SCHEMA_VERSION = 1
 REPORT_KIND = "adaln_bench"
 PRIOR_ART_KIND = "h3_prior_art"
+
+
+# A time in µs is positive and an error against FP64 is not negative: the readers divide by the one and take
+# the logarithm of the other.
+Duration = Annotated[float, Field(gt=0)]
+RelError = Annotated[float, Field(ge=0)]
 
 
 class _Model(BaseModel):
@@ -91,20 +97,23 @@ class BatchInvariance(_Model):
 class Distribution(_Model):
     """A timing distribution in microseconds: the median alone cannot tell noise from change."""
 
-    min: float
-    q1: float
-    median: float
-    q3: float
-    max: float
+    min: Duration
+    q1: Duration
+    median: Duration
+    q3: Duration
+    max: Duration
     count: int
 
 
 class GradRelErr(_Model):
     """One relative error per differentiated input, keyed by the input's name in the operator's order (the
     projection's: temb, w, b; gate_residual's: res, y, gate). The keys are the operator's, so they are kept
-    as they come rather than declared here."""
+    as they come rather than declared here; their values are typed all the same, for the readers do arithmetic
+    with them."""
 
-    def errors(self) -> dict[str, Optional[float]]:
+    __pydantic_extra__: dict[str, Optional[RelError]] = Field(init=False)  # type: ignore[assignment]
+
+    def errors(self) -> dict[str, Optional[RelError]]:
         return dict(self.__pydantic_extra__ or {})
 
 
@@ -117,11 +126,11 @@ class DeviceReference(_Model):
     `*_ratio` is the median of the candidate's samples over the reference's, round by round."""
 
     what: str
-    fwd_us: float
-    fwd_samples: list[float]
+    fwd_us: Duration
+    fwd_samples: list[Duration]
     fwd_ratio: Optional[float] = None
-    fwd_bwd_us: Optional[float] = None
-    fwd_bwd_samples: Optional[list[float]] = None
+    fwd_bwd_us: Optional[Duration] = None
+    fwd_bwd_samples: Optional[list[Duration]] = None
     fwd_bwd_ratio: Optional[float] = None
 
 
@@ -135,16 +144,16 @@ class DeviceTime(_Model):
     """
 
     method: DeviceTimeMethod  # of the forward; the forward + backward's is `fwd_bwd_method`
-    fwd_us: float
-    fwd_samples: list[float]
+    fwd_us: Duration
+    fwd_samples: list[Duration]
     fwd_rel_noise: Optional[float] = None
-    fwd_process_medians: Optional[list[float]] = None
-    fwd_bwd_us: Optional[float] = None
-    fwd_bwd_samples: Optional[list[float]] = None
+    fwd_process_medians: Optional[list[Duration]] = None
+    fwd_bwd_us: Optional[Duration] = None
+    fwd_bwd_samples: Optional[list[Duration]] = None
     fwd_bwd_rel_noise: Optional[float] = None
-    fwd_bwd_process_medians: Optional[list[float]] = None
+    fwd_bwd_process_medians: Optional[list[Duration]] = None
     fwd_bwd_method: Optional[DeviceTimeMethod] = None
-    processes: int = 1
+    processes: Annotated[int, Field(ge=1)] = 1
     sm_clock_mhz_before: Optional[float] = None
     sm_clock_mhz_after: Optional[float] = None
     sm_clock_source: Optional[str] = None
@@ -160,11 +169,11 @@ class DeviceTime(_Model):
 
 
 class AccuracyLatency(_Model):
-    fwd_rel_err: Optional[float]
+    fwd_rel_err: Optional[RelError]
     grad_rel_err: Optional[GradRelErr] = None
     # RL-Kernel's figures, kept as they are: median of 100 CUDA-event samples after 20 warm-ups.
-    fwd_us: Optional[float]
-    fwd_bwd_us: Optional[float] = None
+    fwd_us: Optional[Duration]
+    fwd_bwd_us: Optional[Duration] = None
     # Added here: the distributions behind the two medians, and the clock they came from.
     fwd_us_dist: Optional[Distribution] = None
     fwd_bwd_us_dist: Optional[Distribution] = None
@@ -198,11 +207,15 @@ class ColdStart(_Model):
     process: Optional[Literal["interpreter", "fork"]] = None
 
 
+# A size key of `accuracy_latency` (T or S): the readers sort and compare them as integers.
+SizeKey = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,9}$")]
+
+
 class CandidateResult(_Model):
     source: str
     has_backward: bool
     batch_invariance: Optional[BatchInvariance] = None
-    accuracy_latency: dict[str, AccuracyLatency] = Field(default_factory=dict)
+    accuracy_latency: dict[SizeKey, AccuracyLatency] = Field(default_factory=dict)
     # Added here: SHA-256 of the full-batch output and d_temb on the fixed consistency input.
     fingerprint: Optional["Fingerprint"] = None
     details: Optional[dict[str, str]] = None
@@ -219,10 +232,22 @@ class Fingerprint(_Model):
     output_sha256: str
     d_temb_sha256: Optional[str] = None
 
+    @model_validator(mode="after")
+    def _hashes_are_text(self) -> "Fingerprint":
+        _check_extra_hashes(self, "d_")
+        return self
+
     def row_grad_hashes(self) -> dict[str, Optional[str]]:
         fields = {"d_temb_sha256": self.d_temb_sha256} if "d_temb_sha256" in self.model_fields_set else {}
         extra = {k: v for k, v in (self.__pydantic_extra__ or {}).items() if k.startswith("d_")}
         return {**fields, **extra}
+
+
+def _check_extra_hashes(model: BaseModel, prefix: str) -> None:
+    """The hashes kept as keys of their own (`d_x_sha256`, `x_sha256`) are compared and shown as text."""
+    for key, value in (model.__pydantic_extra__ or {}).items():
+        if key.startswith(prefix) and key.endswith("_sha256") and value is not None and not isinstance(value, str):
+            raise ValueError(f"{key} must be a string (a SHA-256 in hex)")
 
 
 CandidateStatus = Literal["unavailable", "failed", "crashed", "timeout", "interrupted"]
@@ -325,6 +350,11 @@ class InputFingerprint(_Model):
     # torch.randperm(rows) from a CPU generator seeded `seed`: the batch-size sweep draws its fillers so.
     permutation_sha256: Optional[str] = None
     draw_geometry: Optional[DrawGeometryRecord] = None
+
+    @model_validator(mode="after")
+    def _hashes_are_text(self) -> "InputFingerprint":
+        _check_extra_hashes(self, "")
+        return self
 
     def tensor_hashes(self) -> dict[str, str]:
         """Every input's hash by its key (`temb_sha256`, …), the upstream and permutation left out."""

@@ -2,13 +2,15 @@
 temporary directory beside --out, then rename it into place (a reader never sees half a site)."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 from adaln_bench.errors import UserError
 from adaln_bench.reports.io import current_umask
@@ -36,7 +38,15 @@ class Built:
 
 
 def check_out(out: Path) -> None:
-    """--out must be a new path or an earlier site, in a directory that can be written."""
+    """--out must be a new path or an earlier site, in a directory that can be written; not the current
+    directory or one above it, which the site's rename into place would have to move away."""
+    try:
+        here, target = Path.cwd().resolve(), out.resolve()
+    except (OSError, RuntimeError) as exc:  # a vanished working directory, a symlink loop
+        raise UserError(f"{out}: cannot resolve: {exc}") from None
+    if out.name in ("", ".", "..") or target == here or target in here.parents:
+        raise UserError(f"{out}: the site's directory cannot be the current directory or one above it; "
+                        "name a directory of its own (e.g. --out site)")
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
@@ -143,6 +153,17 @@ def render_site(collected: Collected, root: Path, thresholds: Thresholds) -> Bui
                  collected.duplicates, n_series, steps, len(pairs))
 
 
+@contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    """An exclusive flock on `directory` itself (no lock file left behind), released on leaving."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def build_site(inputs: Iterable[Path], out: Path, thresholds: Thresholds = Thresholds()) -> Built:
     inputs = list(inputs)
     plots.require_matplotlib()
@@ -159,13 +180,24 @@ def build_site(inputs: Iterable[Path], out: Path, thresholds: Thresholds = Thres
     try:
         built = render_site(collected, tmp, thresholds)
         tmp.chmod(0o777 & ~current_umask())
-        old: Optional[Path] = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-            os.rename(out, old / "site")
-        os.rename(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        with _directory_lock(out.parent):  # two publishes to one --out: one swaps its site in, then the other
+            check_out(out)  # the other may have left something there that is no site
+            old: Optional[Path] = None
+            if out.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+                os.rename(out, old / "site")
+            try:
+                os.rename(tmp, out)
+            except OSError:
+                if old is not None:  # put the earlier site back: --out is never left without one
+                    os.rename(old / "site", out)
+                raise
+            finally:
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"{out}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +9,8 @@ from typing import Iterable
 
 from adaln_bench.errors import NotAReportError, UserError
 from adaln_bench.reports.current import current_of, facts
-from adaln_bench.reports.io import parse_report
+from adaln_bench.reports.display import for_display
+from adaln_bench.reports.load import load_json, read_limited, report_from_json
 from adaln_bench.reports.naming import is_incomplete_file
 from adaln_bench.reports.schema import Report
 
@@ -51,7 +51,7 @@ def report_files(paths: Iterable[Path]) -> list[Path]:
                 if (f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
                         and not any(parent in sites for parent in f.parents)):
                     found[f] = None
-        elif p.is_file():
+        elif p.exists() or p.is_symlink():  # a FIFO or a symlink loop too: the loader skips and counts it
             found[p] = None
         else:
             raise UserError(f"{p}: no such file or directory")
@@ -71,8 +71,8 @@ def collect(paths: Iterable[Path]) -> Collected:
             out.incomplete += 1
             continue
         try:
-            data = f.read_bytes()
-        except OSError:
+            data = read_limited(f)
+        except UserError:  # a FIFO, a device, a file too large or unreadable: not a report
             out.not_reports.append(f)
             continue
         digest = hashlib.sha256(data).hexdigest()
@@ -80,21 +80,20 @@ def collect(paths: Iterable[Path]) -> Collected:
             out.duplicates += 1
             continue
         try:
-            text = data.decode("utf-8")
-            head = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            head = load_json(data, str(f))
+        except NotAReportError:
             out.not_reports.append(f)
             continue
         if isinstance(head, dict) and head.get("kind") == RUN_INDEX_KIND:
             out.run_indexes += 1
             continue
         try:
-            report = parse_report(text, str(f))
+            report = report_from_json(head, str(f))
         except NotAReportError:
             out.not_reports.append(f)
             continue
         seen.add(digest)
-        out.reports.append(Loaded(f, report, digest, _site_name(f, digest), data))
+        out.reports.append(Loaded(f, for_display(report), digest, _site_name(f, digest), data))
     # The series read every report, history included; which of them answer today is the layout's one rule.
     out.current = {f.path for f in current_of(facts(l.path, l.report) for l in out.reports)}
     return out

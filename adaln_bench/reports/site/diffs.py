@@ -24,7 +24,7 @@ def diff_markdown(old: Loaded, new: Loaded) -> tuple[str, int]:
 
 def _inline(text: str) -> str:
     """Escaped text with the renderer's inline marks: **bold** and `code`."""
-    out = html.escape(text, quote=False)
+    out = html.escape(html.unescape(text), quote=False)  # the Markdown's own escapes, then the page's
     out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
 

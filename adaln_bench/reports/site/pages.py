@@ -3,7 +3,9 @@ operator (per group, per series: the verdict band, the plots and a table of ever
 one inline stylesheet: no script, nothing fetched, every link relative."""
 from __future__ import annotations
 
+import hashlib
 import html
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -96,7 +98,13 @@ class Links:
 
 
 def op_file(op: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in op) + ".html"
+    """The page's file name: the operator's name where it is a short plain one, else a cut and cleaned name
+    with a hash of the whole after a `~` (which a plain name lacks): `adaln/projection` and
+    `adaln_projection` get two pages, and a name of 300 characters one the file system accepts."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}", op):
+        return op + ".html"
+    digest = hashlib.sha256(op.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", op)[:60] + f"~{digest}.html"
 
 
 def anchor(group: GroupKey, history: SeriesHistory) -> str:

@@ -131,7 +131,9 @@ def series_svg(history: SeriesHistory, link: Callable[[int], str], prefix: str,
     cols = 2 if len(panels) > 1 else 1
     rows = (len(panels) + cols - 1) // cols
     height = 2.9 * rows + 0.6
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "adaln-bench", "font.size": 8}):
+    # text.parse_math off: a commit or a name from a report is text, never mathtext (`$\foo$` would fail).
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "adaln-bench", "font.size": 8,
+                                "text.parse_math": False}):
         fig = Figure(figsize=(5.4 * cols, height))
         # Fixed margins rather than a layout engine: it would draw every figure twice.
         fig.subplots_adjust(left=0.07, right=0.99, top=1 - 0.45 / height, bottom=0.13 if rows == 1 else 0.08,
