@@ -135,27 +135,119 @@ def timing(ps, sizes, dev, rounds):
     return rows
 
 
+def short(name: str) -> str:
+    """A kernel's name without its template arguments; a CUTLASS GEMM by its tiles and operand layouts (tn: both
+    crosswise, the forward; nn: A congruous, the backward's row GEMMs; nt: both congruous, the weight gradients)."""
+    if "cutlass" in name:
+        shapes = [seg.split(">")[0] for seg in name.split("GemmShape<")[1:3]]
+        marks = [("Cg" if name.startswith("Congruous", i) else "Cw") for i in range(len(name))
+                 if name.startswith("Congruous", i) or name.startswith("Crosswise", i)][:2]
+        layout = {"Cw/Cw": "tn", "Cg/Cw": "nn", "Cg/Cg": "nt"}.get("/".join(marks), "/".join(marks))
+        return f"gemm {layout} {'/'.join(shapes)}"
+    return name.split("(")[0].split("<")[0][:60]
+
+
+def profile(ps, sizes, dev):
+    """Device time of each kernel in one fwd+bwd step (5 steps profiled, per-step mean), ours and the stock path."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as prof
+
+    out = {}
+    for t in sizes:
+        g = torch.Generator(dev).manual_seed(300 + t)
+        x, dy = torch.randn(t, F_IN, generator=g, device=dev), torch.randn(t, D, generator=g, device=dev)
+        for name, fn in (("ours", timestep_mlp), ("stock", stock)):
+            for _ in range(2):
+                run(fn, x, dy, ps)
+            torch.cuda.synchronize()
+            with prof(activities=[ProfilerActivity.CUDA]) as pr:
+                for _ in range(5):
+                    run(fn, x, dy, ps)
+                torch.cuda.synchronize()
+            rows = {}
+            for e in pr.key_averages():
+                us = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+                if us:
+                    k = short(e.key)
+                    rows[k] = rows.get(k, 0.0) + us / 5
+            out[f"{name} T={t}"] = dict(sorted(rows.items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def variants(ps, sizes, dev, lib, rounds):
+    """The large-T tile variants at T > 128: bits against variant 0 and paired device time."""
+    rows = []
+    for t in sizes:
+        g = torch.Generator(dev).manual_seed(400 + t)
+        x, dy = torch.randn(t, F_IN, generator=g, device=dev), torch.randn(t, D, generator=g, device=dev)
+        base = run(timestep_mlp, x, dy, ps)
+        leaves = [v.detach().clone().requires_grad_() for v in (x, *ps)]
+
+        def step():
+            y = timestep_mlp(*leaves)
+            torch.autograd.grad(y, leaves, dy)
+
+        def fwd():
+            with torch.no_grad():
+                timestep_mlp(*leaves)
+
+        for v in (0, 1, 2):
+            lib.set_large_variant(v)
+            got = run(timestep_mlp, x, dy, ps)
+            same = all(torch.equal(a, b) for a, b in zip(got, base))
+            res = {"T": t, "variant": v, "same_bits": bool(same)}
+            for kind, fn in (("fwd", fwd), ("fwd_bwd", step)):
+                gr = graph_of(fn, 3)
+                ts = []
+                for _ in range(rounds):
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    gr.replay()
+                    b.record()
+                    b.synchronize()
+                    ts.append(a.elapsed_time(b) * 1000 / 3)
+                res[kind] = statistics.median(ts)
+                del gr
+            rows.append(res)
+        lib.set_large_variant(0)
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", default=None)
     p.add_argument("--sizes", default="1,3,4,64,256,2048")
     p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--defines", default="", help="load the experiment library built with these defines (a,b)")
     args = p.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda", 0)
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.defines:
+        from adaln_bench.kernels.timestep_mlp import build
+
+        base = ops.target_for_device(dev)
+        ops._BY_INDEX[dev.index] = build.load(build.Target(base.arch, base.cc, tuple(args.defines.split(","))))
     lib = ops.library(dev)
     ps = params(dev)
-    result = {"library": str(lib.path), "splits": lib.splits(F_IN, HID, D)}
+    result = {"library": str(lib.path), "defines": args.defines, "splits": lib.splits(F_IN, HID, D)}
     result["accuracy"] = accuracy(ps, sizes, dev)
     print("accuracy done", flush=True)
     result["invariance"] = invariance(ps, dev, lib)
     print("invariance done", flush=True)
     result["timing"] = timing(ps, sizes, dev, args.rounds)
+    print("timing done", flush=True)
+    result["profile"] = profile(ps, [1, 64, 256, 2048], dev)
+    result["variants"] = variants(ps, [256, 2048], dev, lib, 10)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
     bad = [r for r in result["accuracy"] if not r["ok"]]
+    for key, rows in result["profile"].items():
+        print(f"-- {key}: " + "; ".join(f"{k} {v:.1f}" for k, v in list(rows.items())[:9]))
+    for r in result["variants"]:
+        print(f"variant T={r['T']} v{r['variant']}: fwd {r['fwd']:.1f} us, fwd+bwd {r['fwd_bwd']:.1f} us, "
+              f"same bits {r['same_bits']}")
     print(f"{'T':>5} {'out':4} {'ours':>9} {'stock':>9} {'bound':>9} ok")
     for r in result["accuracy"]:
         print(f"{r['T']:5} {r['out']:4} {r['ours']:9.2e} {r['stock']:9.2e} {r['bound']:9.2e} {r['ok']}")
@@ -166,7 +258,8 @@ def main(argv=None) -> int:
         a, b = r["fwd"], r["fwd_bwd"]
         print(f"{r['T']:5} {a['ours_us']:9.1f} {a['stock_us']:9.1f} {a['ratio']:6.3f} | "
               f"{b['ours_us']:9.1f} {b['stock_us']:9.1f} {b['ratio']:6.3f}")
-    return 1 if bad or not all(result["invariance"].values()) else 0
+    same = all(r["same_bits"] for r in result["variants"])
+    return 1 if bad or not same or not all(result["invariance"].values()) else 0
 
 
 if __name__ == "__main__":

@@ -49,13 +49,14 @@ __all__ = ["BuildError", "Library", "Target", "ensure_library", "load", "missing
 class Target:
     arch: str  # e.g. "sm_90a"
     cc: int  # 10 * major + minor, exactly what the library runs on
+    defines: tuple[str, ...] = ()  # experiment variants only (e.g. "TMLP_SPLIT_Y=8"); empty = the shipped recipe
 
     @property
     def gencode(self) -> str:
         return f"-gencode=arch=compute_{self.arch[3:]},code={self.arch}"
 
     def flags(self) -> list[str]:
-        return [*FLAGS, self.gencode, f"-DTMLP_REQUIRED_CC={self.cc}"]
+        return [*FLAGS, self.gencode, f"-DTMLP_REQUIRED_CC={self.cc}", *(f"-D{d}" for d in self.defines)]
 
 
 def target_for_arch(arch: str) -> Target:
@@ -157,6 +158,8 @@ class Library:
         L.tmlp_config_for.restype = _i32
         L.tmlp_force_config.argtypes = [_i32]
         L.tmlp_force_config.restype = _i32
+        L.tmlp_set_large_variant.argtypes = [_i32]
+        L.tmlp_set_large_variant.restype = _i32
         for name, args in _SIGNATURES.items():
             getattr(L, name).argtypes = args
             getattr(L, name).restype = _i32
@@ -182,11 +185,18 @@ class Library:
         return int(self._lib.tmlp_config_for(t))
 
     def force_config(self, c: int) -> int:
-        """-1: by T (the default); 0, 1, 2: that tile configuration at every T (same bits: it is how a test proves
+        """-1: by T (the default); 0..2: that tile configuration at every T (same bits: it is how a test proves
         the bits do not depend on it). Process-wide; returns the previous value."""
         old = int(self._lib.tmlp_force_config(c))
         if old == -2:
-            raise ValueError(f"tile configuration must be -1, 0, 1 or 2, got {c}")
+            raise ValueError(f"tile configuration must be -1 (by T) or 0..2, got {c}")
+        return old
+
+    def set_large_variant(self, v: int) -> int:
+        """The large-T tile: 0 (default) 128 x 128 x 32, 1 128 x 64 x 32, 2 64 x 128 x 32. Same bits in each. Process-wide; returns the previous value."""
+        old = int(self._lib.tmlp_set_large_variant(v))
+        if old == -2:
+            raise ValueError(f"large-T tile variant must be 0, 1 or 2, got {v}")
         return old
 
     def status_name(self, rc: int) -> str:
@@ -226,10 +236,11 @@ def load(target: Target) -> Library:
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description="Prebuild the timestep-MLP kernel library into the cache.")
     p.add_argument("--arch", action="append", default=None, help="sm_90a (default), sm_100a, ... (repeatable)")
+    p.add_argument("--define", action="append", default=[], help="an experiment variant, e.g. TMLP_SPLIT_Y=8")
     args = p.parse_args(argv)
     for arch in args.arch or ["sm_90a"]:
         try:
-            target = target_for_arch(arch)
+            target = Target(target_for_arch(arch).arch, target_for_arch(arch).cc, tuple(args.define))
             lib, meta = ensure_library(target)
         except (ValueError, BuildError) as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -2,7 +2,8 @@
 //
 // Each fp32 operand x is split once into big = rna_tf32(x) and small = rna_tf32(x - big) (rounded, not truncated:
 // the specialisation below replaces CUTLASS's default truncated big part in this library only), and every 8-wide
-// k step accumulates small*big, big*small, then big*big into the fp32 accumulator. An output element's bits are
+// k step sums small*big, big*small, then big*big in a fresh fp32 accumulator that is then added to the running
+// sum (gemm_impl.cuh). An output element's bits are
 // a function of its own row and column operands and of that k-step sequence only; the sequence is k ascending in
 // steps of 8 (threadblock k = warp k = 32, one warp partition along k), identical for every tile shape below, so the
 // tile shape may follow T without changing any element's bits.
@@ -55,6 +56,9 @@ enum GemmConfig : int {
   kMidN = 1,    // 64 x 64, 4 warps of 32 x 32, 4 stages: T <= 128
   kLargeN = 2,  // 128 x 128, 8 warps of 32 x 64, 3 stages: larger T (tensor-core bound)
 };
+// Not used: an N tile of 8 (64 x 8, warps of 32 x 8; it compiles for the forward's row-major weight only) gave other
+// bits than these three on the H200 (CUTLASS lays such a tile's k out otherwise in shared memory, so each mma's 8 k
+// values differ), and was slower at T = 1 than the 64 x 32 tile. A k tile of 16 also gave other bits.
 
 // One batched launch: batch b computes D_b (M x N, column-major, ldd) = A_b (M x K) * B_b (K x N, column-major,
 // ldb), A row-major ("tn") or column-major ("nn"), each batch's pointers advanced by its stride (elements). The
@@ -68,6 +72,10 @@ struct BatchedGemm {
   float* d;
   int64_t ldd, stride_d;
 };
+
+// The large-T tile: 0 (default) 128 x 128 x 32, 8 warps of 32 x 64, 3 stages; 1 128 x 64 x 32 and 2 64 x 128 x 32,
+// 8 warps of 32 x 32, 4 stages. (A k tile of 16 gives other bits: the tile's k depth is part of the contract.) Same bits in each. Process-wide (mlp.cu's tmlp_set_large_variant).
+int large_variant();
 
 // Return 0 on success, else a CUTLASS status (>= 1) or 1000 + a cudaError_t; `what` names the failing step.
 int gemm_tn(int config, const BatchedGemm& g, cudaStream_t stream, const char** what);

@@ -5,6 +5,6 @@ namespace tmlp {
 int gemm_dw(const BatchedGemm& g, cudaStream_t stream, const char** what) {
   using Row = cutlass::layout::RowMajor;
   using Col = cutlass::layout::ColumnMajor;
-  return detail::run<detail::Gemm<Col, Row, Row, 128, 128, 32, 64, 3>>(g, stream, what);
+  return detail::large<Col, Row, Row>(g, stream, what);
 }
 }  // namespace tmlp

@@ -40,15 +40,22 @@ namespace {
 typedef char* Err;
 
 constexpr int kKStep = 32;        // the GEMMs' k tile: every K and every K slice is a multiple of it
-constexpr int kSplitY = 4;        // K slices of y = a W2^T (K = H), at most
-constexpr int kSplitDact = 2;     // of d_act = dY W2 (K = D)
+#ifndef TMLP_SPLIT_Y
+#define TMLP_SPLIT_Y 4
+#endif
+#ifndef TMLP_SPLIT_DACT
+#define TMLP_SPLIT_DACT 2
+#endif
+constexpr int kSplitY = TMLP_SPLIT_Y;        // K slices of y = a W2^T (K = H), at most
+constexpr int kSplitDact = TMLP_SPLIT_DACT;  // of d_act = dY W2 (K = D)
 constexpr int kSplitDx = 42;      // of dx = dh W1 (K = H; M = F = 256 has few tiles, the slices give the CTAs)
 constexpr int kFfmaDwMaxT = 32;   // weight gradients by FFMA up to this T (write-bound), by the GEMM above
 constexpr int kSmallMaxT = 32;    // row GEMM tile configurations by T (same bits in each, gemm_3xtf32.cuh)
 constexpr int kMidMaxT = 128;
 constexpr int kSumLanes = 32;     // bias gradients: 32 strided lanes of rows, folded in lane order
 
-int g_forced_config = -1;  // tmlp_force_config: -1 = by T (the default), else one GemmConfig for every T
+int g_forced_config = -1;
+int g_large_variant = 0;   // tmlp_set_large_variant  // tmlp_force_config: -1 = by T (the default), else one GemmConfig for every T
 
 void set_err(Err err, int len, const char* fmt, ...) {
   if (!err || len <= 0) return;
@@ -127,22 +134,22 @@ __global__ void fold_dsilu_kernel(const float4* p, int slices, int64_t n4, const
   }
 }
 
-// out[c] = sum over rows t of m[t][c]: thread (lane g, column c) adds rows g, g + 32, ... in ascending order, the
-// 32 lane sums are folded in lane order. Block (32 columns, kSumLanes lanes).
+// out[c] = sum over rows t of m[t][c], in fp64, rounded once: thread (lane g, column c) adds rows g, g + 32, ... in
+// ascending order, the 32 lane sums are folded in lane order. Block (32 columns, kSumLanes lanes).
 __global__ void column_sum_kernel(const float* __restrict__ m, int64_t rows, int cols, float* __restrict__ out) {
-  __shared__ float part[kSumLanes][33];
+  __shared__ double part[kSumLanes][33];
   const int c = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.0f;
+  double acc = 0.0;
   if (c < cols) {
 #pragma unroll 8
-    for (int64_t t = threadIdx.y; t < rows; t += kSumLanes) acc += m[t * cols + c];
+    for (int64_t t = threadIdx.y; t < rows; t += kSumLanes) acc += (double)m[t * cols + c];
   }
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
-    float s = part[0][threadIdx.x];
+    double s = part[0][threadIdx.x];
     for (int g = 1; g < kSumLanes; ++g) s += part[g][threadIdx.x];
-    out[c] = s;
+    out[c] = (float)s;
   }
 }
 
@@ -292,6 +299,8 @@ int column_sum(const float* m, int64_t rows, int64_t cols, float* out, cudaStrea
 
 }  // namespace
 
+int tmlp::large_variant() { return g_large_variant; }
+
 // ================================ C interface =================================================================
 TMLP_API int tmlp_abi_version(void) { return TMLP_ABI_VERSION; }
 TMLP_API int tmlp_required_cc(void) { return TMLP_REQUIRED_CC; }
@@ -323,12 +332,20 @@ TMLP_API void tmlp_splits(int64_t F, int64_t H, int64_t D, int* y, int* dact, in
 }
 // The row GEMMs' tile configuration at T (0 small, 1 mid, 2 large).
 TMLP_API int tmlp_config_for(int64_t T) { return config_for(T); }
-// -1: by T (the default); 0, 1, 2: that configuration at every T (to prove the bits do not depend on it).
+// -1: by T (the default); 0..2: that configuration at every T (to prove the bits do not depend on it).
 // Process-wide; returns the previous value, or -2 (nothing changed) for anything else.
 TMLP_API int tmlp_force_config(int c) {
   if (c < -1 || c > 2) return -2;
   const int old = g_forced_config;
   g_forced_config = c;
+  return old;
+}
+
+// The large-T tile variant (gemm_3xtf32.cuh): 0, 1 or 2; process-wide; returns the previous, or -2 (refused).
+TMLP_API int tmlp_set_large_variant(int v) {
+  if (v < 0 || v > 2) return -2;
+  const int old = g_large_variant;
+  g_large_variant = v;
   return old;
 }
 
