@@ -154,3 +154,12 @@ def test_kernel_bench_targets_floors_and_error_bound():
     assert floors.mlp_work(h3, 1, "fwd_bwd").bytes == 3 * w + 2 * 4 * (256 + 2688)
     big = floors.mlp_work(h3, 2048, "fwd_bwd")
     assert big.bound == "flops" and big.flops == 3 * 3 * 2.0 * 2048 * (256 * 5376 + 5376 * 2688)
+
+
+def test_kernel_bench_verdicts_use_issue_43_table():
+    from adaln_bench.kernel_bench.op_table import verdicts
+
+    fig = {"vs_stock": 0.9, "of_copy": 0.1, "processes": 3}
+    op = {"rows": {"256": {"fwd": {"stock": fig, "bundled": fig}, "fwd_bwd": {"stock": fig, "bundled": fig}}}}
+    v = verdicts(op, "timestep_mlp")["bundled"]["256"]
+    assert v["fwd"]["passed"] and not v["fwd_bwd"]["passed"] and v["fwd_bwd"]["target"] == "≤ 0.8× stock"

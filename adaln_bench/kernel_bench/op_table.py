@@ -70,15 +70,16 @@ def combine_op(name: str, processes: list[dict]) -> dict:
             "bits": checked.get("bits"), "accuracy": checked.get("accuracy")}
 
 
-def verdicts(op: dict, name: str = "") -> dict:
-    """{candidate: {S: {kind: {"passed", "target", "why", "processes"}}}} for every subject but the stock path."""
+def verdicts(op: dict, op_name: str = "") -> dict:
+    """{candidate: {S: {kind: {"passed", "target", "why", "processes"}}}} for every subject but the stock path
+    (op_name picks the target table: timestep_mlp's is issue 43's)."""
     out: dict = {}
     for s, row in op["rows"].items():
         for kind in KINDS:
             for name, fig in row[kind].items():
                 if name in (STOCK, COPY):
                     continue
-                v = T.judge(kind, int(s), fig["vs_stock"], fig["of_copy"], name)
+                v = T.judge(kind, int(s), fig["vs_stock"], fig["of_copy"], op_name)
                 out.setdefault(name, {}).setdefault(s, {})[kind] = {
                     "passed": v.passed, "target": v.target.describe(), "why": v.why, "processes": fig["processes"]}
     return out
