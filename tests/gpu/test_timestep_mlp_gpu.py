@@ -78,7 +78,7 @@ def test_tile_configuration_changes_no_bit(lib, params):
     base = _run(x, dy, params)
     old = lib.force_config(-1)
     try:
-        for c in (0, 1, 2):
+        for c in (0, 1, 2, 3):
             lib.force_config(c)
             got = _run(x, dy, params)
             assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1]), f"tile configuration {c}"

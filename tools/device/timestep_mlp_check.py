@@ -69,7 +69,7 @@ def invariance(ps, dev, lib):
                                              and torch.equal(sub[1], full[1][lo:lo + t]))
     for t in (5, 300, 2048):
         base = run(timestep_mlp, x[:t], dy[:t], ps)
-        for c in (0, 1, 2):
+        for c in (0, 1, 2, 3):
             lib.force_config(c)
             got = run(timestep_mlp, x[:t], dy[:t], ps)
             lib.force_config(-1)

@@ -181,15 +181,16 @@ class Library:
         return dict(zip(("y", "d_act", "dx"), (v.value for v in out)))
 
     def config_for(self, t: int) -> int:
-        """The row GEMMs' tile configuration at T: 0 small (64 x 32), 1 mid (64 x 64), 2 large (128 x 128)."""
+        """The row GEMMs' tile configuration at T: 0 small (64 x 32), 1 mid (64 x 64), 3 wide (64 x 128),
+        2 large (128 x 128)."""
         return int(self._lib.tmlp_config_for(t))
 
     def force_config(self, c: int) -> int:
-        """-1: by T (the default); 0..2: that tile configuration at every T (same bits: it is how a test proves
+        """-1: by T (the default); 0..3: that tile configuration at every T (same bits: it is how a test proves
         the bits do not depend on it). Process-wide; returns the previous value."""
         old = int(self._lib.tmlp_force_config(c))
         if old == -2:
-            raise ValueError(f"tile configuration must be -1 (by T) or 0..2, got {c}")
+            raise ValueError(f"tile configuration must be -1 (by T) or 0..3, got {c}")
         return old
 
     def set_large_variant(self, v: int) -> int:

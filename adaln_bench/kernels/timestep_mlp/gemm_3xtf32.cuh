@@ -54,7 +54,8 @@ namespace tmlp {
 enum GemmConfig : int {
   kSmallN = 0,  // 64 x 32, 4 warps of 32 x 16, 6 stages: T <= 32 (weight-bandwidth bound; many CTAs)
   kMidN = 1,    // 64 x 64, 4 warps of 32 x 32, 4 stages: T <= 128
-  kLargeN = 2,  // 128 x 128, 8 warps of 32 x 64, 3 stages: larger T (tensor-core bound)
+  kLargeN = 2,  // 128 x 128, 8 warps of 32 x 64, 3 stages: T > 1024 (tensor-core bound)
+  kWideN = 3,   // 64 x 128, 8 warps of 32 x 32, 4 stages: 128 < T <= 1024 (no register spills; more CTAs)
 };
 // Not used: an N tile of 8 (64 x 8, warps of 32 x 8; it compiles for the forward's row-major weight only) gave other
 // bits than these three on the H200 (CUTLASS lays such a tile's k out otherwise in shared memory, so each mma's 8 k

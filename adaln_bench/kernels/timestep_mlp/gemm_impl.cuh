@@ -150,6 +150,8 @@ int row_gemm(int config, const BatchedGemm& g, cudaStream_t stream, const char**
       return run<Gemm<LayoutA, Col, Col, 64, 64, 32, 32, 4>>(g, stream, what);
     case kLargeN:
       return large<LayoutA, Col, Col>(g, stream, what);
+    case kWideN:
+      return run<Gemm<LayoutA, Col, Col, 64, 128, 32, 32, 4>>(g, stream, what);
     default:
       *what = "config";
       return 1;

@@ -41,10 +41,10 @@ typedef char* Err;
 
 constexpr int kKStep = 32;        // the GEMMs' k tile: every K and every K slice is a multiple of it
 #ifndef TMLP_SPLIT_Y
-#define TMLP_SPLIT_Y 4
+#define TMLP_SPLIT_Y 8
 #endif
 #ifndef TMLP_SPLIT_DACT
-#define TMLP_SPLIT_DACT 2
+#define TMLP_SPLIT_DACT 4
 #endif
 constexpr int kSplitY = TMLP_SPLIT_Y;        // K slices of y = a W2^T (K = H), at most
 constexpr int kSplitDact = TMLP_SPLIT_DACT;  // of d_act = dY W2 (K = D)
@@ -52,6 +52,7 @@ constexpr int kSplitDx = 42;      // of dx = dh W1 (K = H; M = F = 256 has few t
 constexpr int kFfmaDwMaxT = 32;   // weight gradients by FFMA up to this T (write-bound), by the GEMM above
 constexpr int kSmallMaxT = 32;    // row GEMM tile configurations by T (same bits in each, gemm_3xtf32.cuh)
 constexpr int kMidMaxT = 128;
+constexpr int kWideMaxT = 1024;
 constexpr int kSumLanes = 32;     // bias gradients: 32 strided lanes of rows, folded in lane order
 
 int g_forced_config = -1;
@@ -75,7 +76,9 @@ int split_count(int64_t K, int want) {
 
 int config_for(int64_t T) {
   if (g_forced_config >= 0) return g_forced_config;
-  return T <= kSmallMaxT ? tmlp::kSmallN : T <= kMidMaxT ? tmlp::kMidN : tmlp::kLargeN;
+  if (T <= kSmallMaxT) return tmlp::kSmallN;
+  if (T <= kMidMaxT) return tmlp::kMidN;
+  return T <= kWideMaxT ? tmlp::kWideN : tmlp::kLargeN;
 }
 
 size_t fwd_ws_floats(int64_t T, int64_t H, int64_t D) { return (size_t)split_count(H, kSplitY) * T * D; }
@@ -330,12 +333,12 @@ TMLP_API void tmlp_splits(int64_t F, int64_t H, int64_t D, int* y, int* dact, in
   *dact = split_count(D, kSplitDact);
   *dx = split_count(H, kSplitDx);
 }
-// The row GEMMs' tile configuration at T (0 small, 1 mid, 2 large).
+// The row GEMMs' tile configuration at T (0 small, 1 mid, 3 wide, 2 large).
 TMLP_API int tmlp_config_for(int64_t T) { return config_for(T); }
-// -1: by T (the default); 0..2: that configuration at every T (to prove the bits do not depend on it).
+// -1: by T (the default); 0..3: that configuration at every T (to prove the bits do not depend on it).
 // Process-wide; returns the previous value, or -2 (nothing changed) for anything else.
 TMLP_API int tmlp_force_config(int c) {
-  if (c < -1 || c > 2) return -2;
+  if (c < -1 || c > 3) return -2;
   const int old = g_forced_config;
   g_forced_config = c;
   return old;
