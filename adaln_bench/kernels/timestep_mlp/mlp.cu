@@ -49,7 +49,7 @@ constexpr int kKStep = 32;        // the GEMMs' k tile: every K and every K slic
 constexpr int kSplitY = TMLP_SPLIT_Y;        // K slices of y = a W2^T (K = H), at most
 constexpr int kSplitDact = TMLP_SPLIT_DACT;  // of d_act = dY W2 (K = D)
 constexpr int kSplitDx = 42;      // of dx = dh W1 (K = H; M = F = 256 has few tiles, the slices give the CTAs)
-constexpr int kFfmaDwMaxT = 64;   // weight gradients by FFMA up to this T (write-bound), by the GEMM above
+constexpr int kFfmaDwMaxT = 32;   // weight gradients by FFMA up to this T (write-bound), by the GEMM above
 constexpr int kSmallMaxT = 32;    // row GEMM tile configurations by T (same bits in each, gemm_3xtf32.cuh)
 constexpr int kMidMaxT = 128;
 constexpr int kWideMaxT = 1024;
