@@ -16,6 +16,7 @@ import typer
 
 from adaln_bench.commands.kernel_bench import parse_sizes, run_header, run_processes
 from adaln_bench.errors import UserError
+from adaln_bench.kernel_bench.targets import MLP_OP
 
 TOKEN_SIZES = "4097,32768,131072"
 TIMESTEP_SIZES = "1,3,4,64,256,2048"
@@ -48,6 +49,15 @@ def default_sizes(op: str) -> str:
     return TOKEN_SIZES if get_operator(op).family.size_symbol == "S" else TIMESTEP_SIZES
 
 
+def mlp_floors(shape, sizes: list[int]) -> dict:
+    """The timestep MLP's floor at each T, forward and forward + backward (kernel_bench.floors.mlp_work)."""
+    from dataclasses import asdict
+
+    from adaln_bench.kernel_bench.floors import mlp_work
+
+    return {str(t): {k: asdict(mlp_work(shape, t, k)) for k in ("fwd", "fwd_bwd")} for t in sizes}
+
+
 def ops_command(op: list[str], candidates: list[str], sizes: Optional[str], processes: int, bits: bool, shape: str,
                 out: Path, name: Optional[str], process_timeout: float, budget: Optional[float] = None) -> None:
     from adaln_bench.harness.environment import tool_git_state
@@ -77,7 +87,9 @@ def ops_command(op: list[str], candidates: list[str], sizes: Optional[str], proc
                                  processes + (1 if bits else 0), out, process_timeout,
                                  child="adaln_bench.kernel_bench.op_child", budget_s=budget)
     table_grads = {n: get_operator(n).table_grads for n in ops}
+    floors = {n: mlp_floors(PRESETS[shape], size_lists[n]) for n in ops if n == MLP_OP}
     doc = {**run_header(commit, dirty), "shape": shape, "sizes": size_lists, "candidates": config["candidates"],
+           "floors": floors,
            "processes": sum(1 for r in runs if any(o["sizes"] for o in r.get("ops", {}).values())),
            "process_errors": errors, "combined": combine(runs, table_grads),
            "subject_errors": sorted({k: v for r in runs for k, v in r.get("errors", {}).items()}.items()),

@@ -12,6 +12,10 @@ from adaln_bench.shape import Shape
 
 H200_COPY_TBPS = 4.13
 H200_BF16_TFLOPS = 790.0
+# The timestep MLP's bundled kernel runs 3xTF32 on mma.sync m16n8k8: its ceiling is taken as half the measured
+# mma.sync bf16 rate of the H200 (630-642 TFLOP/s, kernels/NOTES.md), TF32 issuing at half the bf16 rate.
+H200_MMA_SYNC_TF32_TFLOPS = 320.0
+TF32_PRODUCTS = 3  # 3xTF32: three TF32 products per fp32 product
 
 
 @dataclass(frozen=True)
@@ -61,3 +65,21 @@ def rates(work: Work, us: float) -> dict[str, float]:
         "tflops": work.flops / (us * 1e-6) / 1e12,
         "of_floor": work.floor_us / us,
     }
+
+
+def mlp_work(shape: Shape, tokens: int, kind: str, copy_tbps: float = H200_COPY_TBPS,
+             tf32_tflops: float = H200_MMA_SYNC_TF32_TFLOPS) -> Work:
+    """The timestep MLP (fp32): forward reads both weights once and x, writes y; forward + backward reads them
+    twice, writes both weight gradients, reads dy and writes dx. FLOPs: the tensor-core work of 3xTF32 (three TF32
+    products per fp32 product; two GEMMs forward, six forward + backward)."""
+    if kind not in ("fwd", "fwd_bwd"):
+        raise ValueError(f"unknown kind {kind!r}")
+    f, h, d = shape.frequency, shape.hidden, shape.dim
+    weights = 4 * (h * f + h + d * h + d)
+    io = 4 * tokens * (f + d)
+    gemm = 2.0 * tokens * (f * h + h * d)
+    nbytes = weights + io if kind == "fwd" else 3 * weights + 2 * io
+    flops = TF32_PRODUCTS * gemm * (1 if kind == "fwd" else 3)
+    t_bytes = nbytes / (copy_tbps * 1e12) * 1e6
+    t_flops = flops / (tf32_tflops * 1e12) * 1e6
+    return Work(nbytes, flops, max(t_bytes, t_flops), "bytes" if t_bytes >= t_flops else "flops")

@@ -70,22 +70,24 @@ def combine_op(name: str, processes: list[dict]) -> dict:
             "bits": checked.get("bits"), "accuracy": checked.get("accuracy")}
 
 
-def verdicts(op: dict) -> dict:
-    """{candidate: {S: {kind: {"passed", "target", "why", "processes"}}}} for every subject but the stock path."""
+def verdicts(op: dict, op_name: str = "") -> dict:
+    """{candidate: {S: {kind: {"passed", "target", "why", "processes"}}}} for every subject but the stock path
+    (op_name picks the target table: timestep_mlp's is issue 43's)."""
     out: dict = {}
     for s, row in op["rows"].items():
         for kind in KINDS:
             for name, fig in row[kind].items():
                 if name in (STOCK, COPY):
                     continue
-                v = T.judge(kind, int(s), fig["vs_stock"], fig["of_copy"])
+                v = T.judge(kind, int(s), fig["vs_stock"], fig["of_copy"], op_name)
                 out.setdefault(name, {}).setdefault(s, {})[kind] = {
                     "passed": v.passed, "target": v.target.describe(), "why": v.why, "processes": fig["processes"]}
     return out
 
 
-def error_verdicts(op: dict, table_grads: tuple[str, ...]) -> dict:
-    """{candidate: {S: {grad: True/False/None}}}: each table gradient ERROR_FACTOR times closer to FP64 than stock."""
+def error_verdicts(op: dict, table_grads: tuple[str, ...], op_name: str = "") -> dict:
+    """{candidate: {S: {grad: True/False/None}}}: each table gradient ERROR_FACTOR times closer to FP64 than stock;
+    for the timestep MLP the output ("fwd") and every gradient within issue 43's bound (T.mlp_error_bound)."""
     acc = op.get("accuracy") or {}
     stock = acc.get(STOCK, {})
     out: dict = {}
@@ -94,7 +96,12 @@ def error_verdicts(op: dict, table_grads: tuple[str, ...]) -> dict:
             continue
         for s, entry in by_s.items():
             ours, theirs = entry.get("grads", {}), stock.get(s, {}).get("grads", {})
-            out.setdefault(name, {})[s] = {g: T.error_verdict(ours.get(g), theirs.get(g)) for g in table_grads}
+            if op_name == T.MLP_OP:
+                checks = {"fwd": T.mlp_error_verdict(entry.get("fwd"), stock.get(s, {}).get("fwd"))}
+                checks.update({g: T.mlp_error_verdict(ours.get(g), theirs.get(g)) for g in ours})
+                out.setdefault(name, {})[s] = checks
+            else:
+                out.setdefault(name, {})[s] = {g: T.error_verdict(ours.get(g), theirs.get(g)) for g in table_grads}
     return out
 
 
@@ -105,8 +112,8 @@ def combine(processes: list[dict], table_grads: dict[str, tuple[str, ...]]) -> d
     ops = {}
     for name in names:
         op = combine_op(name, processes)
-        op["verdicts"] = verdicts(op) if table_grads.get(name) else {}
-        op["error_verdicts"] = error_verdicts(op, table_grads.get(name, ()))
+        op["verdicts"] = verdicts(op, name) if T.has_targets(name, table_grads.get(name, ())) else {}
+        op["error_verdicts"] = error_verdicts(op, table_grads.get(name, ()), name)
         ops[name] = op
     return {"ops": ops}
 
@@ -199,8 +206,28 @@ def errors_markdown(op: dict, table_grads: tuple[str, ...]) -> str:
     missed = [f"{name} {g} at S = {s}" for name, s, g, ok in checks if ok is False]
     if checks:
         lines.append("")
-        lines.append(f"Table gradients {T.ERROR_FACTOR:g}× closer to FP64 than the stock path's: "
-                     + ("all" if not missed else "NOT " + ", ".join(missed)) + f" ({len(checks)} checked).")
+        rule = (f"Every error within max({T.MLP_ERROR_FACTOR:g}× the stock path's, {T.MLP_ERROR_FLOOR:g}) and at most "
+                f"{T.MLP_ERROR_CEILING:g}" if not table_grads else
+                f"Table gradients {T.ERROR_FACTOR:g}× closer to FP64 than the stock path's")
+        lines.append(f"{rule}: " + ("all" if not missed else "NOT " + ", ".join(missed)) + f" ({len(checks)} checked).")
+    return "\n".join(lines) + "\n"
+
+
+def floors_markdown(op: dict, floors: dict) -> str:
+    """Each size's floor (kernel_bench.floors.mlp_work) beside each candidate's device time."""
+    lines = ["| T | kind | MB | TF32 GFLOP | floor µs (bound) | subject | µs | of floor |", "|" + " --- |" * 8]
+    for s in op["sizes"]:
+        for kind in KINDS:
+            f = floors.get(str(s), {}).get(kind)
+            if not f:
+                continue
+            for name, fig in op["rows"][str(s)][kind].items():
+                if name == COPY:
+                    continue
+                of = None if not fig["us"] else f["floor_us"] / fig["us"]
+                lines.append(f"| {s} | {kind.replace('_', '+')} | {f['bytes'] / 1e6:.0f} | {f['flops'] / 1e9:.1f} | "
+                             f"{f['floor_us']:.1f} ({f['bound']}) | {name} | {_num(fig['us'], '.1f')} | "
+                             f"{_num(None if of is None else 100 * of, '.0f', ' %')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -264,7 +291,10 @@ def document_markdown(stem: str, doc: dict, table_grads: dict[str, tuple[str, ..
         md += [f"\n## {name}\n\n", "\n".join(f"- {n}: {what}" for n, what in op["subjects"].items()) + "\n\n",
                times_markdown(op)]
         if op["verdicts"]:
-            md += ["\nTargets (issue 32):\n\n", verdicts_markdown(op)]
+            md += [f"\nTargets ({T.issue_of(name)}):\n\n", verdicts_markdown(op)]
+        if name == T.MLP_OP and doc.get("floors", {}).get(name):
+            md += ["\nFloors (fewest bytes at 4.13 TB/s; 3xTF32 tensor-core work at the mma.sync TF32 rate):\n\n",
+                   floors_markdown(op, doc["floors"][name])]
         if op.get("accuracy"):
             md += ["\nErrors against FP64 (max |y − ref| / max |ref|, inputs of seed 11):\n\n", errors_markdown(op, grads)]
         bits = bits_markdown(op)

@@ -1,8 +1,10 @@
-"""timestep_mlp's candidates: diffusers' TimestepEmbedding (or the replay) under every mode, RL-Kernel's op."""
+"""timestep_mlp's candidates: diffusers' TimestepEmbedding (or the replay) under every mode, RL-Kernel's op, and
+this project's bundled kernel (adaln_bench/kernels/timestep_mlp)."""
 from __future__ import annotations
 
 import torch
 
+from adaln_bench.ops.bundled import register_bundled
 from adaln_bench.ops.candidates import BuildContext
 from adaln_bench.ops.rl_kernel import register_rl_kernel
 from adaln_bench.ops.stock_candidate import register_stock
@@ -26,3 +28,14 @@ DIFFUSERS = register_stock(OP, "diffusers.models.embeddings", "TimestepEmbedding
                            "TimestepEmbedding, FP32 F.linear", suffix_mode=True)
 RL_KERNEL = register_rl_kernel(OP, "rl_engine.kernels.ops.cuda.h3.timestep_mlp", "H3TimestepMLPCudaOp",
                                lambda op: op, "")
+
+
+def _bundled_details(ctx: BuildContext) -> dict:
+    from adaln_bench.kernels import timestep_mlp
+
+    return timestep_mlp.library_details(ctx.device, ctx.shape.frequency, ctx.shape.hidden, ctx.shape.dim)
+
+
+BUNDLED = register_bundled(OP, "timestep_mlp", library="timestep_mlp", details=_bundled_details,
+                           description="this project's CUDA kernel: 3xTF32 on tensor cores (fp32-class accuracy), "
+                                       "per-row invariant, weight gradients summed in a fixed order")
