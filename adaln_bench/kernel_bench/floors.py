@@ -13,7 +13,7 @@ from adaln_bench.shape import Shape
 H200_COPY_TBPS = 4.13
 H200_BF16_TFLOPS = 790.0
 # The timestep MLP's bundled kernel runs 3xTF32 on mma.sync m16n8k8: its ceiling is taken as half the measured
-# mma.sync bf16 rate of the H200 (630-642 TFLOP/s, kernels/NOTES.md), TF32 issuing at half the bf16 rate.
+# mma.sync bf16 rate of the H200 (630-642 TFLOP/s, docs/kernels.md), TF32 issuing at half the bf16 rate.
 H200_MMA_SYNC_TF32_TFLOPS = 320.0
 TF32_PRODUCTS = 3  # 3xTF32: three TF32 products per fp32 product
 

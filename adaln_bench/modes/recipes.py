@@ -55,7 +55,7 @@ def _recipe_from_table(name: str, table: object, origin: str) -> Mode:
     if len(name) > NAME_LIMIT:
         raise UserError(f"{origin}: recipe name {name[:40]!r}… has {len(name)} characters; at most {NAME_LIMIT}")
     if not isinstance(table, dict):
-        raise UserError(f"{origin}: recipe {name!r} must be a table ([recipes.{name}]), not "
+        raise UserError(f"{origin}: recipes.{name} must be a table ([recipes.{name}]), not "
                         f"{type(table).__name__} {_quoted(table)}")
     unknown = set(table) - _SETTING_KEYS - {"description", "env"}
     if unknown:

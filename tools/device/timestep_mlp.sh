@@ -11,6 +11,7 @@
 #             (ADALN_BENCH_COMMIT: the commit to record; the copy there may have no usable .git)
 #   KB=1      adaln-bench kernel-bench --op timestep_mlp, 3 timed processes and one that checks bits, as
 #             $OUT/kernel_bench.timestep_mlp.<commit>.{json,md} (KB_ARGS: more options; KB_TIMEOUT seconds, default 300)
+case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
 set -uo pipefail
 source "$(dirname "$0")/setup.sh"
 mkdir -p "$OUT/logs"
