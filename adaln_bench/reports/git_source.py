@@ -13,6 +13,7 @@ from typing import Optional
 
 from adaln_bench.errors import UserError
 from adaln_bench.reports.io import parse_report, read_report
+from adaln_bench.reports.load import Document, parse_document, read_document
 from adaln_bench.reports.schema import Report
 
 
@@ -70,3 +71,14 @@ def load_report(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Repo
     if cwd is not None and not path.is_absolute():
         path = Path(cwd) / path
     return read_report(path)  # a directory, a FIFO or a device gets its one line there
+
+
+def load_document(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Document:
+    """As load_report, for the commands that also read a kernel-bench output (`report`, `diff`)."""
+    source = parse_source(text, cwd)
+    if source.is_git:
+        return parse_document(git_show(source.rev, source.path, cwd), source.text)
+    path = Path(source.path)
+    if cwd is not None and not path.is_absolute():
+        path = Path(cwd) / path
+    return read_document(path)
