@@ -116,11 +116,11 @@ def bits_markdown(op: dict) -> str:
              f"{', '.join(str(s) for s in bits['sizes'][:-1]) or 'no other size'} and three rows alone against the "
              "whole batch; table gradients of two identical runs at every size):"]
     for name, r in bits["subjects"].items():
-        if "error" in r:
+        if r.get("error"):
             lines.append(f"- {name}: FAILED: {r['error']}")
             continue
         rep = ", ".join(f"{s}: {'yes' if v else 'NO' if v is False else '–'}" for s, v in r["params_repeatable"].items())
-        lines.append(f"- {name}: {r['rows_differ']} of {r['rows_compared']} rows differ; table gradients repeat: {rep}"
+        lines.append(f"- {name}: {r['rows_differ']} of {r['rows_compared']} rows differ; table gradients repeat: {rep or '–'}"
                      + ("" if not r["failures"] else f" ({'; '.join(r['failures'][:4])})"))
     return "\n".join(lines) + "\n"
 
@@ -211,7 +211,8 @@ def document_markdown(stem: str, doc: dict) -> str:
         bits = bits_markdown(op)
         if bits:
             md += ["\n", bits]
-    md.append(f"\nTargets: {'all met' if all_passed(combined) else 'NOT all met'}.\n")
+    if any(op["verdicts"] for op in combined["ops"].values()):
+        md.append(f"\nTargets: {'all met' if all_passed(combined) else 'NOT all met'}.\n")
     md += [f"\nFAILED {key}: {err}\n" for key, err in doc.get("subject_errors", [])]
     md += [f"\nPROCESS FAILED: {err}\n" for err in doc.get("process_errors", [])]
     return "".join(md)
