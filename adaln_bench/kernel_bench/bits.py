@@ -9,7 +9,7 @@ parameter (table) gradients of two identical runs must be equal. Errors: the har
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Callable, Sequence
 
 import torch
 

@@ -9,7 +9,6 @@ that checks bits and errors, so that a slow check cannot cost the times.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
