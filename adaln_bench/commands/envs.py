@@ -109,7 +109,7 @@ def list_command(
     from adaln_bench.envs.build import env_python, existing_envs, installed_versions
     from adaln_bench.envs.frameworks import FRAMEWORKS, modes_of
     from adaln_bench.harness.interpreters import InterpreterChecks
-    from adaln_bench.reports.render import wide_console
+    from adaln_bench.reports.terminal import stdout_console
 
     rows, checks = [], InterpreterChecks()
     for path, stamp in existing_envs(Path(os.path.abspath(directory))):
@@ -144,4 +144,4 @@ def list_command(
         installed = " ".join(f"{k} {v or '—'}" for k, v in r["versions"].items())
         table.add_row(r["framework"] or "?", escape(r["python"]), r["python_version"] or "—", escape(installed),
                       escape(" ".join(r["requirements"]) or "—"), " ".join(r["modes"]), escape(r["adaln_bench"]))
-    wide_console().print(table)
+    stdout_console().print(table)

@@ -9,7 +9,6 @@ from typing import List, Optional
 import typer
 
 from adaln_bench.commands.device import resolve_device
-from adaln_bench.reports.listing import modes_details, modes_table, print_listing
 
 
 def modes_command(
@@ -68,6 +67,8 @@ def modes_command(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
+    from adaln_bench.reports.listing import modes_details, modes_table, print_listing
+
     print_listing(modes_details(rows) if details else modes_table(rows))
 
 
@@ -77,7 +78,7 @@ def candidates_command(
     details: bool = typer.Option(False, "--details", help="Each candidate's description beside why not."),
 ) -> None:
     """Every registered candidate of every operator, whether it can run here, and why not."""
-    from adaln_bench.reports.listing import candidate_rows, candidates_details, candidates_table
+    from adaln_bench.reports.listing import candidate_rows, candidates_details, candidates_table, print_listing
 
     rows = candidate_rows(op)
     if as_json:
@@ -91,7 +92,7 @@ def ops_command(
     details: bool = typer.Option(False, "--details", help="Each operator's tensors, probes and stock path."),
 ) -> None:
     """Every operator: its tensors, sizes, candidates and modes."""
-    from adaln_bench.reports.listing import ops_details, ops_rows, ops_table
+    from adaln_bench.reports.listing import ops_details, ops_rows, ops_table, print_listing
 
     rows = ops_rows()
     if as_json:

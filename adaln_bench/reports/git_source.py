@@ -13,7 +13,7 @@ from typing import Optional
 
 from adaln_bench.errors import UserError
 from adaln_bench.reports.io import parse_report, read_report
-from adaln_bench.reports.load import Document, parse_document, read_document
+from adaln_bench.reports.load import MAX_REPORT_BYTES, Document, parse_document, read_document, size_text
 from adaln_bench.reports.schema import Report
 
 
@@ -44,10 +44,27 @@ def parse_source(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Rep
     return ReportSource(text, path, rev)
 
 
+def _check_blob(spec: str, cwd) -> None:
+    """Refuse, before reading it, what is not a file or is larger than any report may be: `git show` would
+    print a folder's listing, or read a huge blob whole into memory."""
+    proc = subprocess.run(["git", "cat-file", "--batch-check"], input=f"{spec}\n".encode(), cwd=cwd,
+                          capture_output=True, timeout=60, check=False)
+    fields = proc.stdout.decode("utf-8", "replace").split()
+    if proc.returncode != 0 or len(fields) != 3:
+        return  # not a repository, or a bad rev or path: `git show` below says which in git's words
+    kind, size = fields[1], fields[2]
+    if kind != "blob":
+        raise UserError(f"{spec}: a {kind} in git, not a report file")
+    if size.isdigit() and int(size) > MAX_REPORT_BYTES:
+        raise UserError(f"{spec}: {size_text(int(size))} in git, more than a report may be "
+                        f"({size_text(MAX_REPORT_BYTES)})")
+
+
 def git_show(rev: str, path: str, cwd: Optional[str | os.PathLike[str]] = None) -> bytes:
     """The text of `path` at `rev` in the repository around `cwd`; a bad rev or path is a UserError."""
     spec = f"{rev}:{path}"
     try:
+        _check_blob(spec, cwd)
         proc = subprocess.run(
             ["git", "show", spec], cwd=cwd, capture_output=True, timeout=60, check=False,
         )
@@ -67,10 +84,7 @@ def load_report(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Repo
     source = parse_source(text, cwd)
     if source.is_git:
         return parse_report(git_show(source.rev, source.path, cwd), source.text)
-    path = Path(source.path)
-    if cwd is not None and not path.is_absolute():
-        path = Path(cwd) / path
-    return read_report(path)  # a directory, a FIFO or a device gets its one line there
+    return read_report(_local(source, cwd))  # a directory, a FIFO or a device gets its one line there
 
 
 def load_document(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Document:
@@ -78,7 +92,9 @@ def load_document(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Do
     source = parse_source(text, cwd)
     if source.is_git:
         return parse_document(git_show(source.rev, source.path, cwd), source.text)
+    return read_document(_local(source, cwd))
+
+
+def _local(source: ReportSource, cwd: Optional[str | os.PathLike[str]]) -> Path:
     path = Path(source.path)
-    if cwd is not None and not path.is_absolute():
-        path = Path(cwd) / path
-    return read_document(path)
+    return Path(cwd) / path if cwd is not None and not path.is_absolute() else path

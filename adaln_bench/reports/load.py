@@ -77,7 +77,7 @@ def read_limited(path: str | os.PathLike[str], limit: int = MAX_REPORT_BYTES, wh
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > limit:
-        raise NotAReportError(f"{name}: larger than {what} can be ({_size(limit)})")
+        raise NotAReportError(f"{name}: larger than {what} can be ({size_text(limit)})")
     return data
 
 
@@ -87,7 +87,7 @@ def _check_type(info: os.stat_result, name: str, limit: int, what: str) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise NotAReportError(f"{name}: not a regular file ({_file_kind(info.st_mode)}), so not {what}")
     if info.st_size > limit:
-        raise NotAReportError(f"{name}: {_size(info.st_size)}, larger than {what} can be ({_size(limit)})")
+        raise NotAReportError(f"{name}: {size_text(info.st_size)}, larger than {what} can be ({size_text(limit)})")
 
 
 def _file_kind(mode: int) -> str:
@@ -98,7 +98,7 @@ def _file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     return f"{n / 2 ** 20:.0f} MiB" if n >= 2 ** 20 else f"{n} bytes"
 
 
@@ -118,7 +118,7 @@ def _refuse_constant(name: str) -> float:
 def load_json(data: str | bytes, origin: str) -> object:
     """JSON within the limits above, or a NotAReportError."""
     if len(data) > MAX_REPORT_BYTES:
-        raise NotAReportError(f"{origin}: larger than a report can be ({_size(MAX_REPORT_BYTES)})")
+        raise NotAReportError(f"{origin}: larger than a report can be ({size_text(MAX_REPORT_BYTES)})")
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
