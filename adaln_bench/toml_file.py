@@ -16,7 +16,7 @@ MAX_TOML_BYTES = 1024 * 1024
 
 
 def read_toml(path: str | Path, kind: str = "file") -> dict:
-    from adaln_bench.reports.load import read_limited
+    from adaln_bench.datamodel.load import read_limited
 
     p = Path(path)
     if not p.exists() and not p.is_symlink():

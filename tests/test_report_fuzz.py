@@ -19,8 +19,8 @@ import pytest
 
 import report_fuzz as fuzz
 from adaln_bench.errors import UserError
-from adaln_bench.reports.io import read_report, report_to_dict
-from adaln_bench.reports.load import MAX_REPORT_BYTES, parse_report
+from adaln_bench.datamodel.io import read_report, report_to_dict
+from adaln_bench.datamodel.load import MAX_REPORT_BYTES, parse_report
 from conftest import ROOT, run_main
 
 REFUSED_LABELS = ("huge_int", "deep_5000", "inf", "-inf", "nan", "dict_nested_40")

@@ -59,7 +59,7 @@ class Mode:
     # Runs in the child after `import torch`; raises when the mode cannot be switched on.
     enable: Optional[Callable[[ModeOptions], Switch]] = None
     torch_settings: Optional[TorchSettings] = None
-    # The framework whose environment runs this mode (`adaln-bench envs`, envs/frameworks.py); None: any.
+    # The framework whose environment runs this mode (`adaln-bench envs`, modes/frameworks.py); None: any.
     framework: Optional[str] = None
     # Only means something on CUDA (a cuBLAS setting): skipped on the CPU unless named with --mode.
     cuda_only: bool = False

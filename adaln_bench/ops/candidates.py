@@ -67,7 +67,7 @@ class Candidate:
     inputs: Optional[tuple[str, ...]] = None
     grads: Optional[tuple[str, ...]] = None
     reference: Optional[Callable[..., object]] = None
-    # Modules `build` imports, that a CPU cold-start server may import ahead (harness/fork_server.py).
+    # Modules `build` imports, that a CPU cold-start server may import ahead (harness/processes/fork_server.py).
     preload: tuple[str, ...] = ()
 
     def report_name(self, mode: str) -> str:

@@ -12,7 +12,7 @@ from then name no operator. Each of them still means the projection, through thi
 
 Deprecated, because the form is odd today: `--out X.json` without `--op` (pass `--op adaln_projection`) and
 the `adaln_bench.kernels.registry` import path (it warns). Both keep working. `run` passes the first form it
-was given to harness/selection.py, which applies this rule; a new form of this kind belongs here.
+was given to harness/assembly/selection.py, which applies this rule; a new form of this kind belongs here.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Optional
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports.io import parse_report, read_report
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.io import parse_report, read_report
+from adaln_bench.datamodel.schema import Report
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from adaln_bench.reports.schema import CandidateResult, Report
+from adaln_bench.datamodel.schema import CandidateResult, Report
 
 OK = 0
 BAD_INPUT = 2

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness import random_rows
-from adaln_bench.harness.timing import SAMPLES, WARMUP
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement import random_rows
+from adaln_bench.harness.measurement.timing import SAMPLES, WARMUP
 from adaln_bench.ops.draws import draw_params, draw_rows
 from adaln_bench.ops.spec import Operator
 from adaln_bench.shape import Shape

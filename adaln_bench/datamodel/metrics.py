@@ -2,7 +2,7 @@
 
 `diff` (verdicts), `render` (the `report` table), `plot` (panels and the invariance matrix) and the probes'
 result builder (`batch_invariant`) all read these tables and list no field by hand. Adding a probe or a
-metric is one entry here, plus its field in `reports/schema.py` and the code that measures it.
+metric is one entry here, plus its field in `datamodel/schema.py` and the code that measures it.
 
 Three kinds of entry, by where they live in a candidate's result (see docs/spec.md#9-the-report):
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, Sequence, Union
 
-from adaln_bench.reports import format as fmt
-from adaln_bench.reports.schema import AccuracyLatency, BatchInvariance, CandidateResult, Distribution
+from adaln_bench.datamodel import format as fmt
+from adaln_bench.datamodel.schema import AccuracyLatency, BatchInvariance, CandidateResult, Distribution
 
 Better = Literal["lower", "higher"]
 

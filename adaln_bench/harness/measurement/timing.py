@@ -9,7 +9,7 @@ from typing import Callable
 
 import torch
 
-from adaln_bench.reports.schema import Distribution
+from adaln_bench.datamodel.schema import Distribution
 
 WARMUP, SAMPLES = 20, 100
 

@@ -4,8 +4,8 @@ A warmed process hides a whole class of faults. Autograd runs a CUDA backward in
 a kernel that calls the driver there before any runtime call can find no current context, and a kernel
 launched after such a failed setup can kill the process (seen: the bundled kernel's first backward died with
 "illegal instruction" while every warm probe passed). So the mode's child runs, per candidate, a grandchild
-`python -m adaln_bench.harness.cold_start SPEC.json` in the mode's environment with the mode switched on (on a
-CPU, a fork of a process that has only imported torch: harness/fork_server.py):
+`python -m adaln_bench.harness.processes.cold_start SPEC.json` in the mode's environment with the mode switched on (on a
+CPU, a fork of a process that has only imported torch: harness/processes/fork_server.py):
 
 1. first_step: the process's first forward on the main thread, then one backward with torch's default
    (multithreaded) autograd;
@@ -26,10 +26,10 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from adaln_bench.harness.fork_server import Launch, Launched
-from adaln_bench.harness.runner import describe_exit
-from adaln_bench.reports.io import write_text_atomic
-from adaln_bench.reports.schema import ColdStart
+from adaln_bench.harness.processes.fork_server import Launch, Launched
+from adaln_bench.harness.processes.runner import describe_exit
+from adaln_bench.datamodel.io import write_text_atomic
+from adaln_bench.datamodel.schema import ColdStart
 from adaln_bench.shape import Shape
 
 STEP_PREFIX = "@@adaln-bench-cold-start "
@@ -60,9 +60,9 @@ class ColdStartSpec(BaseModel):
 
 
 def in_new_interpreter(spec_path: str, timeout_s: float) -> Launched:
-    """`python -m adaln_bench.harness.cold_start SPEC.json`: a process that imports everything itself."""
+    """`python -m adaln_bench.harness.processes.cold_start SPEC.json`: a process that imports everything itself."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "adaln_bench.harness.cold_start", spec_path],
+        proc = subprocess.run([sys.executable, "-m", "adaln_bench.harness.processes.cold_start", spec_path],
                               capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
         return Launched(proc.stdout, proc.stderr, proc.returncode, False)
     except subprocess.TimeoutExpired as exc:
@@ -72,7 +72,7 @@ def in_new_interpreter(spec_path: str, timeout_s: float) -> Launched:
 def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S,
                      launch: Launch = in_new_interpreter) -> ColdStart:
     """Run the check in a fresh process (the caller's environment, so the mode's variables) and classify it:
-    a new interpreter, or on a CPU a fork of one that has imported torch and nothing more (harness/fork_server.py).
+    a new interpreter, or on a CPU a fork of one that has imported torch and nothing more (harness/processes/fork_server.py).
 
     The grandchild's spec is written beside its result file, which the caller names in a folder of its own.
     """
@@ -142,8 +142,8 @@ def _check_values(subject, outs, row_grads, inputs, upstream) -> Optional[str]:
     """None if the step's numbers are those of the operator (up to rounding), else what is wrong."""
     import torch
 
-    from adaln_bench.harness.accuracy import joined, upcast
-    from adaln_bench.harness.subject import as_outputs
+    from adaln_bench.harness.measurement.accuracy import joined, upcast
+    from adaln_bench.harness.measurement.subject import as_outputs
 
     leaves = upcast(subject, inputs, torch.float32)
     ref = as_outputs(subject.reference(*(leaves[n] for n in subject.inputs)))
@@ -181,7 +181,7 @@ def _in_new_thread(fn):
 def run_steps(spec: ColdStartSpec) -> ColdStart:
     import torch
 
-    from adaln_bench.harness.subject import Subject
+    from adaln_bench.harness.measurement.subject import Subject
     from adaln_bench.modes.registry import ModeOptions, all_modes
     from adaln_bench.modes.switch import ModeSwitch
     from adaln_bench.ops import candidates
@@ -238,7 +238,7 @@ def run_steps(spec: ColdStartSpec) -> ColdStart:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m adaln_bench.harness.cold_start SPEC.json", file=sys.stderr)
+        print("usage: python -m adaln_bench.harness.processes.cold_start SPEC.json", file=sys.stderr)
         return 2
     spec = ColdStartSpec.model_validate_json(Path(argv[1]).read_text(encoding="utf-8"))
     result = run_steps(spec)

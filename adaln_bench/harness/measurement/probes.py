@@ -11,9 +11,9 @@ from typing import Callable, Optional, Protocol, Sequence
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.reports.metrics import probes_pass
-from adaln_bench.reports.schema import (
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.datamodel.metrics import probes_pass
+from adaln_bench.datamodel.schema import (
     AllRowsCount,
     BatchInvariance,
     SubBatchCounts,
@@ -162,13 +162,13 @@ def planned_runs(plan: P.ProbePlan) -> int:
     n = plan.sweep_n
     rows = len(P.sweep_probe_rows(n))
     sweep = len(plan.seeds) * rows * (1 + 1 + sum(len(P.sweep_positions(m)) for m in P.sweep_batch_sizes(n)))
-    from adaln_bench.harness import random_rows  # it builds on this module's Runner
+    from adaln_bench.harness.measurement import random_rows  # it builds on this module's Runner
 
     return all_rows + subs + sweep + random_rows.planned_runs(plan.random_rows)
 
 
 def probe_batch_invariance(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> BatchInvariance:
-    from adaln_bench.harness.random_rows import probe_random_rows
+    from adaln_bench.harness.measurement.random_rows import probe_random_rows
 
     all_rows, repeatable = probe_all_rows(run, plan, tick)
     subs = probe_sub_batches(run, plan, tick)
@@ -182,5 +182,5 @@ def probe_batch_invariance(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -
         batch_invariant=False,
         random_rows=randoms,
     )
-    result.batch_invariant = probes_pass(result)  # the verdict over every probe in reports/metrics.py
+    result.batch_invariant = probes_pass(result)  # the verdict over every probe in datamodel/metrics.py
     return result

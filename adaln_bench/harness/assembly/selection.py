@@ -10,8 +10,8 @@ from functools import lru_cache
 from typing import Optional, Sequence
 
 from adaln_bench.errors import UserError
-from adaln_bench.harness.protocol import OpWork
-from adaln_bench.harness.runner import ModeJob
+from adaln_bench.harness.processes.protocol import OpWork
+from adaln_bench.harness.processes.runner import ModeJob
 from adaln_bench.modes.registry import Mode
 from adaln_bench.ops import candidates as registry
 from adaln_bench.ops import compat
@@ -99,7 +99,7 @@ def jobs(selection: Selection, modes: Sequence[Mode], interpreters: dict[str, st
          shape: Optional[Shape] = None) -> list[ModeJob]:
     """One child per mode measuring every operator that runs under it; with `parts` > 1 (several CPU cores),
     that many children per mode share its operators, heaviest first, each measuring those it claims
-    (harness/claims.py)."""
+    (harness/processes/claims.py)."""
     out = []
     for m in modes:
         work = [OpWork(op=op.name, candidates=selection.per_op[op.name][m.name]) for op in selection.ops
@@ -125,7 +125,7 @@ def heaviest_first(work: list[OpWork], shape: Optional[Shape]) -> list[OpWork]:
 
 @lru_cache(maxsize=None)
 def _probe_rows_cost(op_name: str, shape: Shape) -> float:
-    from adaln_bench.harness.cpu_estimate import plan_work
+    from adaln_bench.harness.assembly.cpu_estimate import plan_work
 
     op = get_operator(op_name)
     one, many = op.cost(shape, 1), op.cost(shape, 65)

@@ -1,10 +1,10 @@
-"""A mode's child process: `python -m adaln_bench.harness.child SPEC.json`.
+"""A mode's child process: `python -m adaln_bench.harness.processes.child SPEC.json`.
 
 The parent starts it with the mode's variables already in its environment, so they are in place before
 torch is imported here. It switches the mode on, measures each candidate, and rewrites its result file
 after every candidate, so that a crash later keeps what was finished. On a CPU it forks a server for the
-cold-start checks right after its imports (harness/fork_server.py), and as one part of a mode split over
-several children it measures only the operators it claims (harness/claims.py).
+cold-start checks right after its imports (harness/processes/fork_server.py), and as one part of a mode split over
+several children it measures only the operators it claims (harness/processes/claims.py).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import traceback
 import warnings
 from pathlib import Path
 
-from adaln_bench.harness.protocol import ChildResult, ChildSpec, ProgressWriter, announce_switched_on
-from adaln_bench.reports.io import write_text_atomic
+from adaln_bench.harness.processes.protocol import ChildResult, ChildSpec, ProgressWriter, announce_switched_on
+from adaln_bench.datamodel.io import write_text_atomic
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is optional
 
@@ -24,7 +24,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy
 def run_child(spec: ChildSpec) -> ChildResult:
     import torch  # noqa: F401 - imported first, so that the fork server below shares the import
 
-    # Before anything runs or is switched on: the CPU cold-start checks fork from here (harness/fork_server.py),
+    # Before anything runs or is switched on: the CPU cold-start checks fork from here (harness/processes/fork_server.py),
     # and share the imports made so far.
     forks = _fork_server(spec)
     try:
@@ -50,8 +50,8 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
 
     import torch
 
-    from adaln_bench.harness.environment import torch_environment
-    from adaln_bench.harness.mode_environment import runtime_environment
+    from adaln_bench.harness.measurement.environment import torch_environment
+    from adaln_bench.harness.processes.mode_environment import runtime_environment
     from adaln_bench.modes import observe
     from adaln_bench.modes.registry import ModeOptions, all_modes
     from adaln_bench.modes.switch import ModeSwitch
@@ -101,8 +101,8 @@ def _fork_server(spec: ChildSpec):
     """A fork server for the cold-start checks of a CPU child that runs them; None elsewhere."""
     if spec.device != "cpu" or spec.check_only or not (spec.probes and spec.cold_start):
         return None
-    from adaln_bench.harness import cold_start
-    from adaln_bench.harness.fork_server import ForkServer
+    from adaln_bench.harness.processes import cold_start
+    from adaln_bench.harness.processes.fork_server import ForkServer
 
     _preload(spec)
     return ForkServer.start(cold_start.main, cold_start.in_new_interpreter)
@@ -131,11 +131,11 @@ def _preload(spec: ChildSpec) -> None:
 def _measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, save, forks) -> None:
     import torch
 
-    from adaln_bench.harness.input_fingerprint import input_fingerprint
+    from adaln_bench.harness.measurement.input_fingerprint import input_fingerprint
     from adaln_bench.ops.draws import draw_params
     from adaln_bench.ops.registry import get_operator
 
-    from adaln_bench.harness.claims import claim
+    from adaln_bench.harness.processes.claims import claim
 
     index = 0
     for work in spec.work:
@@ -166,12 +166,12 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
     """One candidate of one operator: built, measured, its cold start checked; or why it could not be."""
     import torch
 
-    from adaln_bench.harness.measure import Parts, measure_candidate
-    from adaln_bench.harness.probes import planned_runs
-    from adaln_bench.harness.subject import Subject
+    from adaln_bench.harness.measurement.measure import Parts, measure_candidate
+    from adaln_bench.harness.measurement.probes import planned_runs
+    from adaln_bench.harness.measurement.subject import Subject
     from adaln_bench.ops import candidates
     from adaln_bench.ops.candidates import BuildContext
-    from adaln_bench.reports.schema import CandidateUnavailable
+    from adaln_bench.datamodel.schema import CandidateUnavailable
 
     device = torch.device(spec.device)
     candidate = candidates.get(name, op.name)
@@ -201,9 +201,9 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
 
 
 def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=None):
-    """The candidate's cold-start check (harness/cold_start.py), in a process of its own beside this one: forked
+    """The candidate's cold-start check (harness/processes/cold_start.py), in a process of its own beside this one: forked
     from `forks` where there is one, else a new interpreter."""
-    from adaln_bench.harness.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
+    from adaln_bench.harness.processes.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
 
     # Named after this child's result file: two parts of one mode run side by side in one folder.
     result_path = Path(spec.result_path).with_name(f"{Path(spec.result_path).stem}.cold-start.{index}.json")
@@ -215,7 +215,7 @@ def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=No
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m adaln_bench.harness.child SPEC.json", file=sys.stderr)
+        print("usage: python -m adaln_bench.harness.processes.child SPEC.json", file=sys.stderr)
         return 2
     spec = ChildSpec.model_validate_json(Path(argv[1]).read_text(encoding="utf-8"))
     os.environ.setdefault("ADALN_BENCH_CHILD", "1")

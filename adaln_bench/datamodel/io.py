@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Optional
 
 from adaln_bench.errors import UserError
-# Reading is the loader's (reports/load.py); its two entry points stay importable from here.
-from adaln_bench.reports.load import parse_report, read_report  # noqa: F401
-from adaln_bench.reports.schema import Report
+# Reading is the loader's (datamodel/load.py); its two entry points stay importable from here.
+from adaln_bench.datamodel.load import parse_report, read_report  # noqa: F401
+from adaln_bench.datamodel.schema import Report
 
 
 def report_to_dict(report: Report) -> dict:

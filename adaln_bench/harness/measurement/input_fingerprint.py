@@ -11,11 +11,11 @@ import hashlib
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.fingerprint import host_bytes
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.fingerprint import host_bytes
 from adaln_bench.ops.draws import draw_rows, draw_upstream
 from adaln_bench.ops.spec import Operator
-from adaln_bench.reports.schema import InputFingerprint
+from adaln_bench.datamodel.schema import InputFingerprint
 from adaln_bench.shape import Shape
 
 
@@ -45,7 +45,7 @@ def input_fingerprint(op: Operator, shape: Shape, params: dict[str, torch.Tensor
 def geometry_record(device: torch.device):
     """The geometry this process's CUDA draws follow; None on a CPU (its draws depend on no GPU) or natively."""
     from adaln_bench.ops.draws import current_geometry
-    from adaln_bench.reports.schema import DrawGeometryRecord
+    from adaln_bench.datamodel.schema import DrawGeometryRecord
 
     geom = current_geometry()
     if geom is None or torch.device(device).type != "cuda":

@@ -13,17 +13,17 @@ from typing import Callable, ContextManager, Mapping, Optional
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.accuracy import measure_accuracy
-from adaln_bench.harness.device_time import Reference, device_time_point
-from adaln_bench.harness.fingerprint import fingerprint
-from adaln_bench.harness.probes import probe_batch_invariance
-from adaln_bench.harness.protocol import ProgressWriter
-from adaln_bench.harness.subject import Subject
-from adaln_bench.harness.timing import time_call
-from adaln_bench.harness.workload import Workload
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.accuracy import measure_accuracy
+from adaln_bench.harness.measurement.device_time import Reference, device_time_point
+from adaln_bench.harness.measurement.fingerprint import fingerprint
+from adaln_bench.harness.measurement.probes import probe_batch_invariance
+from adaln_bench.harness.processes.protocol import ProgressWriter
+from adaln_bench.harness.measurement.subject import Subject
+from adaln_bench.harness.measurement.timing import time_call
+from adaln_bench.harness.measurement.workload import Workload
 from adaln_bench.ops.draws import draw_rows
-from adaln_bench.reports.schema import AccuracyLatency, CandidateResult
+from adaln_bench.datamodel.schema import AccuracyLatency, CandidateResult
 from adaln_bench.shape import Shape
 
 

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Optional, Protocol, Sequence
 
-from adaln_bench.reports.stats import median
+from adaln_bench.datamodel.stats import median
 
 Method = Literal["cuda_graph", "queued"]
 METHODS: tuple[str, ...] = ("cuda_graph", "queued")
@@ -448,7 +448,7 @@ def _finite(x: float) -> Optional[float]:
 
 def device_time_entry(fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None):
     """One process's forward (and forward + backward) device time as the report's DeviceTime."""
-    from adaln_bench.reports.schema import DeviceTime
+    from adaln_bench.datamodel.schema import DeviceTime
 
     timings = [t for t in (fwd, fwd_bwd) if t is not None]
     befores = [t.sm_clock_mhz_before for t in timings if t.sm_clock_mhz_before is not None]
@@ -523,7 +523,7 @@ def median_ratio(samples: Sequence[float], reference: Sequence[float]) -> Option
 def reference_entry(what: str, fwd: DeviceTiming, ref_fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None,
                     ref_fwd_bwd: Optional[DeviceTiming] = None):
     """The reference's samples (and the median ratio of the candidate's to them) as the report's entry."""
-    from adaln_bench.reports.schema import DeviceReference
+    from adaln_bench.datamodel.schema import DeviceReference
 
     entry = DeviceReference(what=what, fwd_us=round(ref_fwd.median_us, 3), fwd_samples=_rounded(ref_fwd.samples_us),
                             fwd_ratio=median_ratio(fwd.samples_us, ref_fwd.samples_us))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping, Optional
 
-from adaln_bench.reports.schema import Environment, InputFingerprint, ModeEnvironment, ModeRun, Report
+from adaln_bench.datamodel.schema import Environment, InputFingerprint, ModeEnvironment, ModeRun, Report
 
 # The fields of a mode's environment, in the order they are shown.
 ENVIRONMENT_FIELDS = ("interpreter", "python", "torch", "cuda", "framework_version")

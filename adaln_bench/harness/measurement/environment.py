@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
-from adaln_bench.reports.schema import Environment
+from adaln_bench.datamodel.schema import Environment
 
 # Report key -> distribution names to try, in order (a library is published under more than one name).
 LIBRARIES: dict[str, tuple[str, ...]] = {

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from adaln_bench.errors import NotAReportError, UserError
-from adaln_bench.reports.schema import SCHEMA_VERSION, Report
+from adaln_bench.datamodel.schema import SCHEMA_VERSION, Report
 
 # The largest committed report is 137 KB; a nightly's with every sample of every process kept is a few MB.
 # 32 MiB leaves room for that and still fits in memory many times over.

@@ -11,13 +11,13 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adaln_bench.reports.schema import (CandidateEntry, Environment, InputFingerprint, ModeEnvironment,
+from adaln_bench.datamodel.schema import (CandidateEntry, Environment, InputFingerprint, ModeEnvironment,
                                         ModeObservation)
 from adaln_bench.shape import Shape
 
 PROGRESS_PREFIX = "@@adaln-bench-progress "
 # The progress event a child prints once its mode is switched on: the later parts of a mode split over several
-# children start then (harness/job_queue.py).
+# children start then (harness/processes/job_queue.py).
 SWITCHED_ON = {"switched": "on"}
 
 
@@ -54,7 +54,7 @@ class ChildSpec(BaseModel):
     # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
     draw_geometry: str = "native"
     # One part of a mode split over several children: every part has the same `work`, and measures only the
-    # operators it claims in this folder, as `claimant` (harness/claims.py).
+    # operators it claims in this folder, as `claimant` (harness/processes/claims.py).
     claims_dir: Optional[str] = None
     claimant: Optional[str] = None
 

@@ -6,7 +6,7 @@ were a fifth of the bare run. The mode's child therefore forks a *server* right 
 a mode without a framework switch, also the candidates' libraries), before its mode is switched on or any
 torch operation has run, and the server forks once per check. Each check still runs in a process of its own
 that has never switched the mode on, built or called a candidate, run autograd or started a thread pool:
-what the check is about (harness/cold_start.py). Only the imports are shared.
+what the check is about (harness/processes/cold_start.py). Only the imports are shared.
 
 Only where forking is safe: on the CPU (a CUDA check keeps its own interpreter: a process that has touched
 the CUDA driver must not fork, and CUDA's per-thread state is what the check exists for), on Linux, and while

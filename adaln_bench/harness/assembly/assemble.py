@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from adaln_bench import __version__
-from adaln_bench.harness.environment import rl_kernel_commit, tool_git_state, torch_environment
-from adaln_bench.harness.mode_environment import attach_environment
-from adaln_bench.harness.runner import ModeOutcome
+from adaln_bench.harness.measurement.environment import rl_kernel_commit, tool_git_state, torch_environment
+from adaln_bench.harness.processes.mode_environment import attach_environment
+from adaln_bench.harness.processes.runner import ModeOutcome
 from adaln_bench.modes.registry import Mode
 from adaln_bench.ops.spec import Operator
-from adaln_bench.reports.mode_environments import modes_with_other_inputs
-from adaln_bench.reports.schema import (SCHEMA_VERSION, REPORT_KIND, CandidateUnavailable, DrawGeometryRecord,
+from adaln_bench.datamodel.mode_environments import modes_with_other_inputs
+from adaln_bench.datamodel.schema import (SCHEMA_VERSION, REPORT_KIND, CandidateUnavailable, DrawGeometryRecord,
                                         Environment, ModeRun,
                                         Report, Shape as ShapeModel, ToolInfo)
 from adaln_bench.shape import Shape

@@ -16,10 +16,10 @@ import math
 from dataclasses import replace
 from typing import Callable, ContextManager, Optional, Protocol, Sequence
 
-from adaln_bench.harness.device_time import median_ratio, relative_noise
-from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome
-from adaln_bench.reports.schema import CandidateEntry, CandidateResult, DeviceReference, DeviceTime
-from adaln_bench.reports.stats import median
+from adaln_bench.harness.measurement.device_time import median_ratio, relative_noise
+from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeOutcome
+from adaln_bench.datamodel.schema import CandidateEntry, CandidateResult, DeviceReference, DeviceTime
+from adaln_bench.datamodel.stats import median
 
 
 def interleaved_order(modes: Sequence[str], repeat: int) -> list[tuple[int, str]]:

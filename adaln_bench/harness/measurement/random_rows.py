@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from adaln_bench.harness.plan import RandomRowsPlan
-from adaln_bench.harness.probes import Runner, Tick, _noop, same_rows
-from adaln_bench.reports.schema import RandomRowFailure, RandomRowsCounts
+from adaln_bench.harness.measurement.plan import RandomRowsPlan
+from adaln_bench.harness.measurement.probes import Runner, Tick, _noop, same_rows
+from adaln_bench.datamodel.schema import RandomRowFailure, RandomRowsCounts
 
 MAX_RECORDED_FAILURES = 8
 

@@ -9,13 +9,13 @@ import platform
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from adaln_bench.envs.frameworks import FRAMEWORKS
-from adaln_bench.harness.environment import LIBRARIES, library_version
+from adaln_bench.modes.frameworks import FRAMEWORKS
+from adaln_bench.harness.measurement.environment import LIBRARIES, library_version
 from adaln_bench.modes.registry import Mode
-from adaln_bench.reports.schema import ModeEnvironment
+from adaln_bench.datamodel.schema import ModeEnvironment
 
 if TYPE_CHECKING:  # the child imports this module too, and needs nothing of the runner
-    from adaln_bench.harness.runner import ModeOutcome
+    from adaln_bench.harness.processes.runner import ModeOutcome
 
 
 def runtime_environment(mode: Mode) -> ModeEnvironment:
@@ -30,7 +30,7 @@ def runtime_environment(mode: Mode) -> ModeEnvironment:
 
 def attach_environment(outcome: "ModeOutcome", interpreter: str) -> None:
     """Give the mode's record its environment, from what its child wrote (each operator's report takes its own
-    input fingerprint: harness/assemble.py).
+    input fingerprint: harness/assembly/assemble.py).
 
     A child that never started (an interpreter that failed the preflight check) still records the
     interpreter it was meant to run under. The framework's version is the one the switch imported when

@@ -68,7 +68,7 @@ class RandomRowFailure(_Model):
 
 
 class RandomRowsCounts(_Model):
-    """The seeded random probe (harness/random_rows.py): one batch size per octave, random rows and positions."""
+    """The seeded random probe (harness/measurement/random_rows.py): one batch size per octave, random rows and positions."""
 
     rng_seed: int
     data_seed: int
@@ -121,7 +121,7 @@ DeviceTimeMethod = Literal["cuda_graph", "queued"]
 
 
 class DeviceReference(_Model):
-    """The workload a candidate's device time was sampled beside (harness/device_time.py `Reference`), in the
+    """The workload a candidate's device time was sampled beside (harness/measurement/device_time.py `Reference`), in the
     same rounds: its samples pair with the candidate's one for one (pooled in the same process order), and
     `*_ratio` is the median of the candidate's samples over the reference's, round by round."""
 
@@ -135,7 +135,7 @@ class DeviceReference(_Model):
 
 
 class DeviceTime(_Model):
-    """GPU time per call without the host's launch time (harness/device_time.py), every sample kept.
+    """GPU time per call without the host's launch time (harness/measurement/device_time.py), every sample kept.
 
     Samples are in µs, pooled over `processes` fresh processes (`run --repeat K`); the medians are of the
     pooled samples, the noise is the relative half-width of the pooled median's 95 % interval. The SM
@@ -203,7 +203,7 @@ class ColdStart(_Model):
     stderr_tail: Optional[str] = None
     wall_s: Optional[float] = None
     # How the fresh process was made: a new interpreter, or on a CPU a fork of a server that had imported torch
-    # (and a baseline mode's candidate libraries) and run nothing (harness/fork_server.py). Absent: before it.
+    # (and a baseline mode's candidate libraries) and run nothing (harness/processes/fork_server.py). Absent: before it.
     process: Optional[Literal["interpreter", "fork"]] = None
 
 

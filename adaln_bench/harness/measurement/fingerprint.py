@@ -12,10 +12,10 @@ from typing import Sequence
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.probes import Runner
-from adaln_bench.harness.subject import Subject
-from adaln_bench.reports.schema import Fingerprint
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.probes import Runner
+from adaln_bench.harness.measurement.subject import Subject
+from adaln_bench.datamodel.schema import Fingerprint
 
 
 def host_bytes(t: torch.Tensor) -> bytes:

@@ -23,12 +23,12 @@ from typing import Callable, Optional
 
 from pydantic import ValidationError
 
-from adaln_bench.harness.claims import CLAIMS_SUFFIX, claimed_by
-from adaln_bench.harness.interpreters import InterpreterChecks, is_this_interpreter
-from adaln_bench.harness.job_queue import JobQueue
-from adaln_bench.harness.protocol import PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork
+from adaln_bench.harness.processes.claims import CLAIMS_SUFFIX, claimed_by
+from adaln_bench.harness.processes.interpreters import InterpreterChecks, is_this_interpreter
+from adaln_bench.harness.processes.job_queue import JobQueue
+from adaln_bench.harness.processes.protocol import PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork
 from adaln_bench.modes.registry import Mode
-from adaln_bench.reports.schema import CandidateEntry, CandidateUnavailable, ModeRun
+from adaln_bench.datamodel.schema import CandidateEntry, CandidateUnavailable, ModeRun
 from adaln_bench.shape import Shape
 
 STDERR_TAIL_CHARS = 4000
@@ -43,7 +43,7 @@ class ModeJob:
     work: tuple[OpWork, ...]
     python: Optional[str] = None  # the interpreter of the mode's child; None: this one
     part: Optional[int] = None  # set when one mode's operators are split over several children
-    # The parts of a split mode share one list and each measures the operators it claims (harness/claims.py).
+    # The parts of a split mode share one list and each measures the operators it claims (harness/processes/claims.py).
     shared: bool = False
 
     @property
@@ -85,7 +85,7 @@ class ChildOptions:
     probes: bool = True
     accuracy: bool = True
     latency: bool = True
-    # Each candidate's first forward + backward in a fresh process (harness/cold_start.py); `--no-cold-start`.
+    # Each candidate's first forward + backward in a fresh process (harness/processes/cold_start.py); `--no-cold-start`.
     cold_start: bool = True
     draw_geometry: str = "native"
 
@@ -181,7 +181,7 @@ class ModeRunner:
         self._running: dict[str, _ChildProcess] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        # What stopped the run, in the report's words: the caller knows the signal (harness/stop_signals.py).
+        # What stopped the run, in the report's words: the caller knows the signal (harness/processes/stop_signals.py).
         self.stop_cause: Callable[[], str] = lambda: "interrupted"
         self._started: set[str] = set()  # jobs whose child was started
         self._threads: list[threading.Thread] = []
@@ -227,7 +227,7 @@ class ModeRunner:
             # than they give, and on a shared machine threads fighting for the cores made the small plain mode
             # take 5 min instead of 20 s. The child records the count (environment.cpu_threads).
             env.setdefault("OMP_NUM_THREADS", CPU_THREADS)
-        argv = [job.python or sys.executable, "-m", "adaln_bench.harness.child", str(spec_path)]
+        argv = [job.python or sys.executable, "-m", "adaln_bench.harness.processes.child", str(spec_path)]
         started = time.monotonic()
         if not is_this_interpreter(job.python):
             # Another environment: it must import this very adaln_bench, or the mode does not run.
@@ -323,7 +323,7 @@ class ModeRunner:
     # -- many modes ------------------------------------------------------------------------------
 
     def run_all(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> None:
-        """Run every job; one worker thread per GPU slot pulls from a shared queue (harness/job_queue.py: the
+        """Run every job; one worker thread per GPU slot pulls from a shared queue (harness/processes/job_queue.py: the
         later parts of a split mode wait for its first part's switch).
 
         Every job gets exactly one outcome, also when the run is stopped or a worker raises.

@@ -11,10 +11,10 @@ from typing import Callable, ContextManager, Optional
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.subject import Subject, as_outputs
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.subject import Subject, as_outputs
 from adaln_bench.ops.draws import draw_rows, draw_upstream
-from adaln_bench.reports.schema import GradRelErr
+from adaln_bench.datamodel.schema import GradRelErr
 from adaln_bench.shape import Shape
 
 
