@@ -257,7 +257,7 @@ RECIPE_PLACES = ["recipes = {}\n", "recipes = {{ e = {} }}\n", "[recipes.r]\nenv
 
 
 def test_a_modes_file_of_wrong_types_is_one_line_and_exit_2(tmp_path, capsys):
-    from adaln_bench.modes.recipes import load_recipe_file
+    from adaln_bench.modes.recipe_file import load_recipe_file
 
     path = tmp_path / "modes.toml"
     failures, refused = [], []

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
-from pathlib import Path
 
 from pydantic import ValidationError
 
-from adaln_bench.errors import NotAReportError, UserError
+from adaln_bench import bounded_read
+from adaln_bench.bounded_read import one_line, size_text
+from adaln_bench.errors import NotAReportError
 from adaln_bench.datamodel.schema import SCHEMA_VERSION, Report
 
 # The largest committed report is 137 KB; a nightly's with every sample of every process kept is a few MB.
@@ -27,71 +27,11 @@ MAX_REPORT_BYTES = 32 * 1024 * 1024
 MAX_DEPTH = 32
 # Counts, seeds and sizes are 64-bit integers where they come from.
 MAX_INT = 2 ** 64
-# How much of a report's own text (a key, a value) a message quotes.
-QUOTE_CHARS = 80
-
-
-def one_line(text: str, limit: int = QUOTE_CHARS) -> str:
-    """Text from a report or a file name, fit for a one-line message: control characters shown as escapes,
-    cut to `limit` characters."""
-    shown = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
-    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
 
 
 def read_limited(path: str | os.PathLike[str], limit: int = MAX_REPORT_BYTES, what: str = "a report") -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (`what` it should be, for messages), or a UserError. The type is checked before
-    opening (opening a FIFO waits for a writer), and again on the open file (it may have been swapped)."""
-    p = Path(path)
-    name = one_line(str(p), 400)
-    try:
-        info = os.stat(p)
-    except FileNotFoundError:
-        raise UserError(f"{name}: no such file") from None
-    except OSError as exc:  # a symlink loop, a name too long, no permission
-        raise UserError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    _check_type(info, name, limit, what)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise UserError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    try:
-        _check_type(os.fstat(fd), name, limit, what)
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError as exc:
-        raise UserError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > limit:
-        raise NotAReportError(f"{name}: larger than {what} can be ({_size(limit)})")
-    return data
-
-
-def _check_type(info: os.stat_result, name: str, limit: int, what: str) -> None:
-    if stat.S_ISDIR(info.st_mode):
-        raise UserError(f"{name}: is a directory, not {what}")
-    if not stat.S_ISREG(info.st_mode):
-        raise NotAReportError(f"{name}: not a regular file ({_file_kind(info.st_mode)}), so not {what}")
-    if info.st_size > limit:
-        raise NotAReportError(f"{name}: {_size(info.st_size)}, larger than {what} can be ({_size(limit)})")
-
-
-def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return "not a regular file"
-
-
-def _size(n: int) -> str:
-    return f"{n / 2 ** 20:.0f} MiB" if n >= 2 ** 20 else f"{n} bytes"
+    """The bytes of a report file (or of `what`, at most `limit` bytes), or one line saying why not."""
+    return bounded_read.read_limited(path, limit, what)
 
 
 def read_report(path: str | os.PathLike[str]) -> Report:
@@ -110,7 +50,7 @@ def _refuse_constant(name: str) -> float:
 def load_json(data: str | bytes, origin: str) -> object:
     """JSON within the limits above, or a NotAReportError."""
     if len(data) > MAX_REPORT_BYTES:
-        raise NotAReportError(f"{origin}: larger than a report can be ({_size(MAX_REPORT_BYTES)})")
+        raise NotAReportError(f"{origin}: larger than a report can be ({size_text(MAX_REPORT_BYTES)})")
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")

@@ -14,7 +14,8 @@ significant, because a real but small shift (a clock a few MHz lower) is not new
 `MIN_SAMPLES` samples on a side the verdict carries a warning: the smallest p-value a U test can give
 with 3 against 3 samples is 0.1, so such a side can never be called WORSE at alpha 0.002.
 
-Pure Python on purpose: scipy is not a dependency.
+Also here: a candidate's samples over its reference's, round by round (`paired_ratios`, `median_ratio`), as
+the report keeps them and the diff tests them. Pure Python on purpose: scipy is not a dependency.
 """
 from __future__ import annotations
 
@@ -176,3 +177,17 @@ def latency_verdict(old: Sequence[float], new: Sequence[float], threshold: float
     else:
         verdict = StatVerdict.WORSE if ratio > 1.0 else StatVerdict.BETTER
     return LatencyVerdict(verdict, ratio, any_change, beyond, alpha, threshold, len(old), len(new), warning)
+
+
+def paired_ratios(samples: Sequence[float], reference: Sequence[float]) -> Optional[list[float]]:
+    """Each sample over the reference's sample of the same round (interleaved sampling gives both the same
+    count, round by round, and pooling keeps the order); None when they do not pair."""
+    if not samples or len(samples) != len(reference) or any(r <= 0 for r in reference):
+        return None
+    return [x / r for x, r in zip(samples, reference)]
+
+
+def median_ratio(samples: Sequence[float], reference: Sequence[float]) -> Optional[float]:
+    """The median of `paired_ratios`, as the report keeps it; None when they do not pair."""
+    pairs = paired_ratios(samples, reference)
+    return round(median(pairs), 4) if pairs else None

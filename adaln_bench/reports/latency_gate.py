@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from adaln_bench.datamodel.schema import AccuracyLatency, DeviceTime
-from adaln_bench.datamodel.stats import DEFAULT_ALPHA, StatVerdict, latency_verdict, median
+from adaln_bench.datamodel.stats import DEFAULT_ALPHA, StatVerdict, latency_verdict, median, paired_ratios
 
 METRIC_SAMPLES = {"fwd_us": ("fwd_us", "fwd_samples"), "fwd_bwd_us": ("fwd_bwd_us", "fwd_bwd_samples")}
 
@@ -46,8 +46,6 @@ def device_samples(point: Optional[AccuracyLatency], metric: str) -> Optional[tu
 
 def reference_ratios(dt: DeviceTime, metric: str, samples: list[float]) -> Optional[list[float]]:
     """The candidate's samples of `metric` over the reference's of the same round, if the entry has them."""
-    from adaln_bench.harness.measurement.device_time import paired_ratios
-
     ref = dt.reference
     if ref is None:
         return None

@@ -34,7 +34,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Optional, Protocol, Sequence
 
-from adaln_bench.datamodel.stats import median
+# median_ratio and paired_ratios live with the other statistics; measurers import them from here too.
+from adaln_bench.datamodel.stats import median, median_ratio, paired_ratios  # noqa: F401
 
 Method = Literal["cuda_graph", "queued"]
 METHODS: tuple[str, ...] = ("cuda_graph", "queued")
@@ -504,20 +505,6 @@ class Reference:
     what: str
     forward: Callable[[], object]
     step: Optional[Callable[[], object]] = None
-
-
-def paired_ratios(samples: Sequence[float], reference: Sequence[float]) -> Optional[list[float]]:
-    """Each sample over the reference's sample of the same round (interleaved sampling gives both the same
-    count, round by round, and pooling keeps the order); None when they do not pair."""
-    if not samples or len(samples) != len(reference) or any(r <= 0 for r in reference):
-        return None
-    return [x / r for x, r in zip(samples, reference)]
-
-
-def median_ratio(samples: Sequence[float], reference: Sequence[float]) -> Optional[float]:
-    """The median of `paired_ratios`, as the report keeps it; None when they do not pair."""
-    pairs = paired_ratios(samples, reference)
-    return round(median(pairs), 4) if pairs else None
 
 
 def reference_entry(what: str, fwd: DeviceTiming, ref_fwd: DeviceTiming, fwd_bwd: Optional[DeviceTiming] = None,

@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 
 from adaln_bench.harness.measurement import plan as P
-from adaln_bench.harness.measurement.probes import Runner
+from adaln_bench.harness.measurement.runs import Runner
 from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.datamodel.schema import Fingerprint
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Mapping, Optional
+from typing import Callable, ContextManager, Mapping, Optional, Protocol
 
 import torch
 
@@ -18,13 +18,28 @@ from adaln_bench.harness.measurement.accuracy import measure_accuracy
 from adaln_bench.harness.measurement.device_time import Reference, device_time_point
 from adaln_bench.harness.measurement.fingerprint import fingerprint
 from adaln_bench.harness.measurement.probes import probe_batch_invariance
-from adaln_bench.harness.processes.protocol import ProgressWriter
 from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.harness.measurement.timing import time_call
 from adaln_bench.harness.measurement.workload import Workload
 from adaln_bench.ops.draws import draw_rows
 from adaln_bench.datamodel.schema import AccuracyLatency, CandidateResult
 from adaln_bench.shape import Shape
+
+
+class Progress(Protocol):
+    """Where the sequence reports its phases and runs (a child passes its protocol's progress writer)."""
+
+    def phase(self, name: str) -> None: ...
+
+    def tick(self, runs: int) -> None: ...
+
+
+class _Silent:
+    def phase(self, name: str) -> None:
+        pass
+
+    def tick(self, runs: int) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -39,10 +54,10 @@ class Parts:
 def measure_candidate(subject: Subject, params: dict[str, torch.Tensor], shape: Shape, device: torch.device,
                       plan: P.ProbePlan, parts: Parts = Parts(),
                       mode_off: Callable[[], ContextManager] = contextlib.nullcontext,
-                      progress: Optional[ProgressWriter] = None) -> CandidateResult:
+                      progress: Optional[Progress] = None) -> CandidateResult:
     """The chosen parts for one candidate, as the report's CandidateResult."""
     impl = subject.impl
-    progress = progress or ProgressWriter(impl.source, 0)
+    progress = progress or _Silent()
     started = time.monotonic()
     prints = invariance = None
     if parts.probes:

@@ -6,12 +6,14 @@ be tested on the CPU with a fake candidate whose batch dependence is known.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, Sequence
+from typing import Optional
 
 import torch
 
 from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.random_rows import planned_runs as planned_random_runs, probe_random_rows
+# RunOutput is also imported from here by older callers.
+from adaln_bench.harness.measurement.runs import RunOutput, Runner, Tick, no_progress, same_rows  # noqa: F401
 from adaln_bench.datamodel.metrics import probes_pass
 from adaln_bench.datamodel.schema import (
     AllRowsCount,
@@ -22,35 +24,10 @@ from adaln_bench.datamodel.schema import (
 )
 
 
-@dataclass
-class RunOutput:
-    outs: tuple[torch.Tensor, ...]  # each (rows, …): a row differs if any output's row differs
-    row_grads: Optional[tuple[torch.Tensor, ...]]  # of the row inputs differentiated; None: none or no backward
-    param_grads: Optional[tuple[Optional[torch.Tensor], ...]]  # of the parameters differentiated; None: none
-
-
-class Runner(Protocol):
-    def __call__(self, seed: int, n: int, rows: Sequence[int]) -> RunOutput: ...
-
-
-Tick = Callable[[int], None]  # progress: called with the number of runs just made
-
-
-def _noop(_: int) -> None:
-    pass
-
-
 def _same(a: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return bool(torch.equal(a, b))
-
-
-def same_rows(a: Optional[Sequence[torch.Tensor]], ia, b: Optional[Sequence[torch.Tensor]], ib) -> bool:
-    """Rows `ia` of every tensor of `a` bitwise equal to rows `ib` of `b` (an int or a slice each)."""
-    if a is None or b is None:
-        return a is None and b is None
-    return all(torch.equal(x[ia], y[ib]) for x, y in zip(a, b))
 
 
 def same_params(a: RunOutput, b: RunOutput) -> Optional[bool]:
@@ -62,7 +39,7 @@ def same_params(a: RunOutput, b: RunOutput) -> Optional[bool]:
 
 
 def probe_all_rows(run: Runner, plan: P.ProbePlan,
-                   tick: Tick = _noop) -> tuple[dict[str, AllRowsCount], Optional[bool]]:
+                   tick: Tick = no_progress) -> tuple[dict[str, AllRowsCount], Optional[bool]]:
     """Each row alone against the full batch; and a second full run must repeat the parameter gradients
     bitwise (None: the candidate differentiates no parameter)."""
     counts: dict[str, AllRowsCount] = {}
@@ -86,7 +63,7 @@ def probe_all_rows(run: Runner, plan: P.ProbePlan,
     return counts, repeatable
 
 
-def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> SubBatchCounts:
+def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = no_progress) -> SubBatchCounts:
     """Contiguous sub-batches against the same rows of one full batch; a sub-batch counts once if any row differs."""
     full_n = plan.full_batch
     made = fwd_differ = rowgrad_differ = 0
@@ -111,7 +88,7 @@ def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> Sub
     )
 
 
-def probe_batch_size_sweep(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> SweepCounts:
+def probe_batch_size_sweep(run: Runner, plan: P.ProbePlan, tick: Tick = no_progress) -> SweepCounts:
     """Each probe row at the start, middle and end of batches of every size, filled with random other rows."""
     n = plan.sweep_n
     sizes = P.sweep_batch_sizes(n)
@@ -162,14 +139,10 @@ def planned_runs(plan: P.ProbePlan) -> int:
     n = plan.sweep_n
     rows = len(P.sweep_probe_rows(n))
     sweep = len(plan.seeds) * rows * (1 + 1 + sum(len(P.sweep_positions(m)) for m in P.sweep_batch_sizes(n)))
-    from adaln_bench.harness.measurement import random_rows  # it builds on this module's Runner
-
-    return all_rows + subs + sweep + random_rows.planned_runs(plan.random_rows)
+    return all_rows + subs + sweep + planned_random_runs(plan.random_rows)
 
 
-def probe_batch_invariance(run: Runner, plan: P.ProbePlan, tick: Tick = _noop) -> BatchInvariance:
-    from adaln_bench.harness.measurement.random_rows import probe_random_rows
-
+def probe_batch_invariance(run: Runner, plan: P.ProbePlan, tick: Tick = no_progress) -> BatchInvariance:
     all_rows, repeatable = probe_all_rows(run, plan, tick)
     subs = probe_sub_batches(run, plan, tick)
     sweep = probe_batch_size_sweep(run, plan, tick)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from adaln_bench.harness.measurement.plan import RandomRowsPlan
-from adaln_bench.harness.measurement.probes import Runner, Tick, _noop, same_rows
+from adaln_bench.harness.measurement.runs import Runner, Tick, no_progress, same_rows
 from adaln_bench.datamodel.schema import RandomRowFailure, RandomRowsCounts
 
 MAX_RECORDED_FAILURES = 8
@@ -56,7 +56,7 @@ def planned_runs(plan: RandomRowsPlan) -> int:
     return len(draws) + len(probed_rows(draws))
 
 
-def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = _noop) -> RandomRowsCounts:
+def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = no_progress) -> RandomRowsCounts:
     alone: dict[int, object] = {}
     comparisons = fwd_differ = rowgrad_differ = 0
     failures: list[RandomRowFailure] = []

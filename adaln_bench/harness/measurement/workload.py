@@ -8,7 +8,7 @@ from typing import Sequence
 
 import torch
 
-from adaln_bench.harness.measurement.probes import RunOutput
+from adaln_bench.harness.measurement.runs import RunOutput
 from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.ops.draws import draw_rows, draw_upstream
 from adaln_bench.shape import Shape
