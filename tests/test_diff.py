@@ -29,7 +29,7 @@ from adaln_bench.reports.diff import (
     diff_reports,
     exit_code,
 )
-from adaln_bench.reports.schema import Distribution, Report
+from adaln_bench.datamodel.schema import Distribution, Report
 from adaln_bench.reports.thresholds import Thresholds, resolve_thresholds
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.harness.subject import Subject
+from adaln_bench.harness.assembly.shapes import PRESETS
+from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.kernel_bench import bits
 from adaln_bench.kernel_bench.entry_points import entry_points
 from adaln_bench.kernel_bench.floors import floors_for, forward_backward_work, forward_work, rates
@@ -16,8 +16,8 @@ from adaln_bench.ops.adaln_projection import replay
 from adaln_bench.ops.candidates import Implementation
 from adaln_bench.ops.draws import draw_params
 from adaln_bench.ops.registry import get_operator
-from adaln_bench.reports.kernel_bench.combine import combine, failed_bits
-from adaln_bench.reports.kernel_bench.render import entries_markdown, summary_markdown
+from adaln_bench.kernel_bench.combine import combine, failed_bits
+from adaln_bench.kernel_bench.render import entries_markdown, summary_markdown
 from tests.conftest import run_cli_forked
 
 PROJECTION = get_operator("adaln_projection")
@@ -158,7 +158,7 @@ def test_cli_says_it_needs_a_gpu(tmp_path):
 
 
 def test_interleaved_sampling_takes_every_callable_in_turn_until_all_are_stable():
-    from adaln_bench.harness.device_time import StopRule, sample_interleaved
+    from adaln_bench.harness.measurement.device_time import StopRule, sample_interleaved
 
     order: list[str] = []
 
@@ -192,8 +192,8 @@ def test_the_committed_h200_run_reads_and_renders_its_committed_figures():
     """The projection's current output (the older layout) through the loader: the committed Markdown's figures."""
     from pathlib import Path
 
-    from adaln_bench.reports.kernel_bench.render import report_markdown
-    from adaln_bench.reports.load import read_document
+    from adaln_bench.kernel_bench.render import report_markdown
+    from adaln_bench.datamodel.load import read_document
 
     stem = "kernel_bench.ec65536"
     folder = next((Path(__file__).resolve().parents[1] / "results").rglob(f"{stem}.json")).parent
@@ -239,7 +239,7 @@ def test_the_step_timeline_takes_each_kernels_median_duration_and_the_gap_before
 
 
 def test_kernel_bench_keeps_the_warm_ups_median_beside_the_kept_one():
-    from adaln_bench.harness.device_time import DeviceTiming
+    from adaln_bench.harness.measurement.device_time import DeviceTiming
     from adaln_bench.kernel_bench.child import summary
 
     t = DeviceTiming(method="cuda_graph", median_us=117.5, samples_us=[117.5] * 20, rel_noise=0.001,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.harness.subject import Subject
+from adaln_bench.harness.assembly.shapes import PRESETS
+from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.kernel_bench import bits as op_bits
 from adaln_bench.kernel_bench.child import copies, stock_subject
-from adaln_bench.reports.kernel_bench import targets
-from adaln_bench.reports.kernel_bench.combine import combine, failed_bits, not_invariant
-from adaln_bench.reports.kernel_bench.render import document_markdown
+from adaln_bench.kernel_bench import targets
+from adaln_bench.kernel_bench.combine import combine, failed_bits, not_invariant
+from adaln_bench.kernel_bench.render import document_markdown
 from adaln_bench.ops.candidates import Implementation
 from adaln_bench.ops.draws import draw_params
 from adaln_bench.ops.registry import get_operator

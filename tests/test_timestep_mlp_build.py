@@ -132,9 +132,9 @@ def test_candidate_registered_and_unavailable_without_a_gpu(monkeypatch):
 
 
 def test_kernel_bench_targets_floors_and_error_bound():
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.kernel_bench import floors
-    from adaln_bench.reports.kernel_bench import targets as T
+    from adaln_bench.kernel_bench import targets as T
 
     # issue 43's table: T < 64, 64 <= T < 2048, T >= 2048
     assert [T.target(k, 4, "timestep_mlp").max_ratio for k in ("fwd", "fwd_bwd")] == [1.0, 1.0]
@@ -158,7 +158,7 @@ def test_kernel_bench_targets_floors_and_error_bound():
 
 
 def test_kernel_bench_verdicts_use_issue_43_table():
-    from adaln_bench.reports.kernel_bench.combine import verdicts
+    from adaln_bench.kernel_bench.combine import verdicts
 
     fig = {"vs_stock": 0.9, "of_copy": 0.1, "processes": 3}
     op = {"rows": {"256": {"fwd": {"stock": fig, "bundled": fig}, "fwd_bwd": {"stock": fig, "bundled": fig}}}}

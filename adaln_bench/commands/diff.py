@@ -20,7 +20,7 @@ from adaln_bench.reports.diff import FailOn, diff_reports, exit_code
 from adaln_bench.reports.diff_render import diff_to_json, render_markdown, render_rich
 from adaln_bench.reports.display import for_display
 from adaln_bench.reports.git_source import load_document
-from adaln_bench.reports.kernel_bench.schema import KernelBenchReport
+from adaln_bench.datamodel.kernel_bench import KernelBenchReport
 from adaln_bench.reports.thresholds import resolve_thresholds
 
 # Paragraphs are single lines: typer reflows them to the terminal's width.
@@ -122,7 +122,7 @@ def _diff_kernel_bench(old: str, new: str, old_doc, new_doc, given: Optional[flo
                        as_json: bool) -> None:
     """Two kernel-bench outputs: per-size ratio rows (reports/kernel_bench/diff.py)."""
     from adaln_bench.reports.display import clip
-    from adaln_bench.reports.kernel_bench import diff as kb
+    from adaln_bench.reports import kernel_bench as kb
 
     if not (isinstance(old_doc, KernelBenchReport) and isinstance(new_doc, KernelBenchReport)):
         typer.echo("adaln-bench: not comparable: a kernel-bench output compares only with another kernel-bench "

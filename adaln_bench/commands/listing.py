@@ -26,8 +26,8 @@ def modes_command(
 ) -> None:
     """Every mode: its environment, whether it switches on here, the library version, and why not."""
     from adaln_bench.envs.file import choose_interpreters
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
     modes = list(all_modes(str(modes_file) if modes_file else None).values())
@@ -105,7 +105,7 @@ def env_command(
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
 ) -> None:
     """The environment a report would record: device, torch, CUDA, Python, library versions (JSON)."""
-    from adaln_bench.harness.environment import tool_git_state, torch_environment
+    from adaln_bench.harness.measurement.environment import tool_git_state, torch_environment
 
     env = torch_environment(resolve_device(device))
     commit, dirty = tool_git_state()

@@ -14,13 +14,13 @@ def report_command(
     counts: T = 3, 256, 2048 (timesteps) for the timestep operators, the S (tokens) measured for the
     per-token ones. A kernel-bench output is shown as the command wrote it (its Markdown)."""
     from adaln_bench.reports.display import for_display
-    from adaln_bench.reports.kernel_bench.render import show_kernel_bench
-    from adaln_bench.reports.load import KernelBenchReport, read_document
+    from adaln_bench.datamodel.load import KernelBenchReport, read_document
+    from adaln_bench.reports.kernel_bench import show
     from adaln_bench.reports.render import markdown as to_markdown, print_summary
 
     document = read_document(file)
     if isinstance(document, KernelBenchReport):
-        typer.echo(show_kernel_bench(document, file.stem), nl=False)
+        typer.echo(show(document, file.stem), nl=False)
         return
     report = for_display(document)
     if markdown:

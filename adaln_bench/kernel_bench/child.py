@@ -10,7 +10,7 @@ copy's to the candidate are paired round by round under the same clock. The row 
 rotated over enough copies (`copies`) that consecutive calls in a graph find none of them in L2 (50 MB on an
 H200): without that, S = 4097's 44 MB rows would partly be read from L2. Forward + backward is the harness's step
 (fresh leaves, forward, backward with ones). The host-inclusive figure (one call between two events, the host
-in the loop, `harness.timing.time_call`) is kept beside each device time. A process of its own (after the timed
+in the loop, `harness.measurement.timing.time_call`) is kept beside each device time. A process of its own (after the timed
 ones, so that a slow check cannot cost the times) checks bits and errors against FP64 (bits.py).
 """
 from __future__ import annotations
@@ -22,23 +22,23 @@ from typing import Callable
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.device_time import DeviceTiming, StopRule, measure_interleaved, median_ratio
-from adaln_bench.harness.measure import training_step
-from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.harness.subject import Subject
-from adaln_bench.harness.timing import time_call
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.device_time import DeviceTiming, StopRule, measure_interleaved, median_ratio
+from adaln_bench.harness.measurement.measure import training_step
+from adaln_bench.harness.assembly.shapes import PRESETS
+from adaln_bench.harness.measurement.subject import Subject
+from adaln_bench.harness.measurement.timing import time_call
 from adaln_bench.kernel_bench import bits as op_bits
 from adaln_bench.kernel_bench.entry_points import entry_points
 from adaln_bench.kernel_bench.process import child_main, log
 from adaln_bench.kernel_bench.subjects import library_subject, parse_library
-from adaln_bench.reports.kernel_bench.combine import COPY_KERNEL, COPY_MEMCPY
-from adaln_bench.reports.kernel_bench.schema import COPY, STOCK
+from adaln_bench.kernel_bench.combine import COPY_KERNEL, COPY_MEMCPY
+from adaln_bench.datamodel.kernel_bench import COPY, STOCK
 from adaln_bench.ops.candidates import BuildContext, Implementation, candidates_of
 from adaln_bench.ops.draws import draw_params, draw_rows
 from adaln_bench.ops.registry import get_operator
 from adaln_bench.ops.spec import Operator
-from adaln_bench.reports.stats import median
+from adaln_bench.datamodel.stats import median
 from adaln_bench.shape import Shape
 
 # Per size and kind, all subjects together: 1 % noise on each median, or the caps (a set of three subjects at

@@ -6,7 +6,7 @@ from typing import Callable, Optional
 
 import torch
 
-from adaln_bench.harness import plan as P
+from adaln_bench.harness.measurement import plan as P
 from adaln_bench.ops.draws import draw_rows, draw_upstream
 from adaln_bench.ops.registry import get_operator
 from adaln_bench.shape import Shape

@@ -17,7 +17,7 @@ from typing import Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adaln_bench.reports.io import write_text_atomic
+from adaln_bench.datamodel.io import write_text_atomic
 
 CHILD = "adaln_bench.kernel_bench.child"
 MIN_LEFT_S = 10.0  # a process that would start with less time than this is skipped

@@ -92,7 +92,7 @@ class Plan:
 
 def plan(o: Options) -> Plan:
     """The options checked and resolved (before any GPU is touched: bad input is one line, exit 2)."""
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.kernel_bench.subjects import SpecError, parse_library
 
     if o.shape not in PRESETS:
@@ -150,11 +150,11 @@ def default_libraries() -> list[str]:
 
 def assemble(p: Plan, runs: list[dict], errors: list[str], head: dict):
     """The validated output from the processes' results."""
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.kernel_bench.floors import floors_for
     from adaln_bench.ops.registry import get_operator
-    from adaln_bench.reports.kernel_bench.combine import combine
-    from adaln_bench.reports.kernel_bench.schema import KernelBenchReport
+    from adaln_bench.kernel_bench.combine import combine
+    from adaln_bench.datamodel.kernel_bench import KernelBenchReport
 
     spec = p.timed
     shape = PRESETS[spec.shape]
@@ -172,10 +172,10 @@ def assemble(p: Plan, runs: list[dict], errors: list[str], head: dict):
 
 def run(o: Options, echo: Callable[[str], None] = print) -> int:
     """The whole command: 0 when every process ran and every candidate kept its bits; 1 otherwise."""
-    from adaln_bench.harness.environment import tool_git_state
-    from adaln_bench.reports.io import write_text_atomic
-    from adaln_bench.reports.kernel_bench.combine import failed_bits
-    from adaln_bench.reports.kernel_bench.render import document_markdown
+    from adaln_bench.harness.measurement.environment import tool_git_state
+    from adaln_bench.datamodel.io import write_text_atomic
+    from adaln_bench.kernel_bench.combine import failed_bits
+    from adaln_bench.kernel_bench.render import document_markdown
 
     p = plan(o)
     import torch

@@ -58,7 +58,7 @@ def parse_library(text: str) -> LibrarySpec:
 def library_subject(op, spec: LibrarySpec, shape, device: torch.device, log=None):
     """A bundled projection library as the harness's Subject of the projection: (subject, its C library, what it
     is: code path, configuration and cache key)."""
-    from adaln_bench.harness.subject import Subject
+    from adaln_bench.harness.measurement.subject import Subject
     from adaln_bench.kernels.bundled import build as B
     from adaln_bench.kernels.bundled.candidate import make_forward
     from adaln_bench.ops.candidates import Implementation

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from adaln_bench.reports.naming import is_incomplete_file
-from adaln_bench.reports.schema import CandidateResult, Report
+from adaln_bench.datamodel.schema import CandidateResult, Report
 
 HISTORY = "history"
 KERNEL_BENCH = "kernel_bench"  # the file prefix of kernel-bench outputs, and the folder of multi-op ones
@@ -179,7 +179,7 @@ def current_reports(folder: Path, read: Optional[Callable[[Path], Optional[Repor
 def read_if_report(path: Path) -> Optional[Report]:
     """The report in a file, or None when it is not one (a run index, a kernel-bench output, anything else)."""
     from adaln_bench.errors import NotAReportError, UserError
-    from adaln_bench.reports.io import parse_report
+    from adaln_bench.datamodel.io import parse_report
 
     try:
         text = path.read_text(encoding="utf-8")

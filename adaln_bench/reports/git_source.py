@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Optional
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports.io import parse_report, read_report
-from adaln_bench.reports.load import MAX_REPORT_BYTES, Document, parse_document, read_document, size_text
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.io import parse_report, read_report
+from adaln_bench.bounded_read import size_text
+from adaln_bench.datamodel.load import MAX_REPORT_BYTES, Document, parse_document, read_document
+from adaln_bench.datamodel.schema import Report
 
 
 @dataclass(frozen=True)

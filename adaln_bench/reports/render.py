@@ -10,11 +10,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from adaln_bench.reports import metrics
-from adaln_bench.reports.format import markdown_cell, markdown_table
-from adaln_bench.reports.mode_environments import environment_lines, input_warning
+from adaln_bench.datamodel import metrics
+from adaln_bench.datamodel.format import markdown_cell, markdown_table
+from adaln_bench.datamodel.mode_environments import environment_lines, input_warning
+from adaln_bench.datamodel.schema import CandidateResult, CandidateStatus, CandidateUnavailable, Report
 from adaln_bench.reports.terminal import stdout_console
-from adaln_bench.reports.schema import CandidateResult, CandidateStatus, CandidateUnavailable, Report
 
 SHOWN_TOKENS = ("3", "256", "2048")  # of a full timestep report; an operator's own sizes otherwise
 

@@ -11,10 +11,10 @@ import sys
 
 import torch
 
-from adaln_bench.harness import plan as P
+from adaln_bench.harness.measurement import plan as P
 from adaln_bench.ops.draws import draw_params, draw_upstream
 from adaln_bench.ops.registry import get_operator
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.kernel_bench.entry_points import entry_points
 from adaln_bench.kernel_bench.subjects import library_subject, parse_library
 

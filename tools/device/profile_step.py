@@ -15,8 +15,8 @@ import sys
 
 import torch
 
-from adaln_bench.harness.device_time import GraphSampler
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.measurement.device_time import GraphSampler
+from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.kernel_bench.child import closures, input_sets, stock_subject
 from adaln_bench.kernel_bench.subjects import library_subject, parse_library
 from adaln_bench.ops.draws import draw_params
