@@ -162,6 +162,8 @@ def test_cli_refuses_bad_operator_input_in_one_line():
     assert r.returncode == 2 and "gate_residual has no such candidate" in r.stderr
     r = run_cli("kernel-bench", "--candidate", "bundled")
     assert r.returncode == 2 and "--candidate and --budget go with --op" in r.stderr
+    r = run_cli("kernel-bench", "--op", "adaln_projection", "--library", "bundled=sm90")
+    assert r.returncode == 2 and "--library 'bundled': a candidate has that name" in r.stderr
     r = run_cli("kernel-bench", "--op", "gate_residual", "--library", "sm90")
     assert r.returncode == 2 and "--library names bundled adaln_projection libraries" in r.stderr
 

@@ -15,7 +15,8 @@ import torch
 
 from adaln_bench.harness.measurement import plan as P
 from adaln_bench.harness.measurement.accuracy import measure_accuracy
-from adaln_bench.harness.measurement.probes import RunOutput, same_params
+from adaln_bench.harness.measurement.probes import same_params
+from adaln_bench.harness.measurement.runs import RunOutput
 from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.harness.measurement.workload import Workload
 from adaln_bench.shape import Shape

@@ -125,6 +125,9 @@ def plan(o: Options) -> Plan:
         raise UserError(f"--op {ALL}: no operator has a candidate named {candidates[0]!r}")
     if o.libraries and PROJECTION not in ops:
         raise UserError(f"--library names bundled {PROJECTION} libraries: add --op {PROJECTION}")
+    clash = [s.name for s in specs if s.name in candidates]
+    if clash:
+        raise UserError(f"--library {clash[0]!r}: a candidate has that name; name the library otherwise")
     sizes = {n: parse_sizes(o.sizes or default_sizes(n), "--sizes") for n in ops}
     timed = ProcessSpec(shape=o.shape, ops=ops, candidates=candidates, libraries=list(o.libraries), sizes=sizes,
                         entries=o.entries and bool(o.libraries))
