@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from adaln_bench.kernel_bench import targets as T
+from adaln_bench.kernel_bench.floors import Work, rates
 from adaln_bench.datamodel.kernel_bench import COPY, KINDS, STOCK
 from adaln_bench.datamodel.stats import median
 
@@ -52,8 +53,9 @@ def combine_copy(per_process: list[dict], nbytes: float) -> dict:
 def with_floor(fig: dict, floor: Optional[dict]) -> dict:
     """The floor's time over the figure's and the TFLOP/s it reached, where the operator has a floor."""
     if floor and fig.get("us"):
-        fig["of_floor"] = round(floor["floor_us"] / fig["us"], 4)
-        fig["tflops"] = round(floor["flops"] / (fig["us"] * 1e-6) / 1e12, 3)
+        achieved = rates(Work(**floor), fig["us"])
+        fig["of_floor"] = round(achieved["of_floor"], 4)
+        fig["tflops"] = round(achieved["tflops"], 3)
     return fig
 
 
