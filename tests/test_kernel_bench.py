@@ -8,7 +8,7 @@ import torch
 
 from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.harness.measurement.subject import Subject
-from adaln_bench.kernel_bench import bits
+from adaln_bench.kernel_bench import checks as bits
 from adaln_bench.kernel_bench.entry_points import entry_points
 from adaln_bench.kernel_bench.floors import floors_for, forward_backward_work, forward_work, rates
 from adaln_bench.kernel_bench.subjects import SpecError, parse_library

@@ -7,7 +7,7 @@ import torch
 
 from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.harness.measurement.subject import Subject
-from adaln_bench.kernel_bench import bits as op_bits
+from adaln_bench.kernel_bench import checks as op_bits
 from adaln_bench.kernel_bench.child import copies, stock_subject
 from adaln_bench.kernel_bench import targets
 from adaln_bench.kernel_bench.combine import combine, failed_bits, not_invariant

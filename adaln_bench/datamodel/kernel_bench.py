@@ -46,7 +46,8 @@ class SizeRow(_Model):
 
 
 class SubjectBits(_Model):
-    """Bits across sizes for one subject (kernel_bench/bits.py), or why it could not be checked."""
+    """Bits across sizes for one subject (harness/measurement/probes.py `probe_prefixes`), or why it could not be
+    checked."""
 
     rows_compared: int = 0
     rows_differ: int = 0

@@ -11,7 +11,7 @@ rotated over enough copies (`copies`) that consecutive calls in a graph find non
 H200): without that, S = 4097's 44 MB rows would partly be read from L2. Forward + backward is the harness's step
 (fresh leaves, forward, backward with ones). The host-inclusive figure (one call between two events, the host
 in the loop, `harness.measurement.timing.time_call`) is kept beside each device time. A process of its own (after the timed
-ones, so that a slow check cannot cost the times) checks bits and errors against FP64 (bits.py).
+ones, so that a slow check cannot cost the times) checks bits and errors against FP64 (checks.py).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from adaln_bench.harness.measurement.measure import training_step
 from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.harness.measurement.timing import time_call
-from adaln_bench.kernel_bench import bits as op_bits
+from adaln_bench.kernel_bench import checks
 from adaln_bench.kernel_bench.entry_points import entry_points
 from adaln_bench.kernel_bench.process import child_main, log
 from adaln_bench.kernel_bench.subjects import library_subject, parse_library
@@ -232,9 +232,9 @@ def measure_op(op: Operator, config: dict, shape: Shape, device: torch.device, o
                 result.setdefault("entries", {}).setdefault(name, {}).update(by_s)
     if config.get("bits"):
         bits_sizes = config.get("bits_sizes", {}).get(op.name) or sizes
-        result["bits"] = op_bits.check(subjects, params, shape, device, bits_sizes, log=log)
+        result["bits"] = checks.check(subjects, params, shape, device, bits_sizes, log=log)
         accuracy_sizes = config.get("accuracy_sizes", {}).get(op.name) or sizes
-        result["accuracy"] = op_bits.accuracy(subjects, params, shape, device, accuracy_sizes)
+        result["accuracy"] = checks.accuracy(subjects, params, shape, device, accuracy_sizes)
     out["ops"][op.name] = result
 
 
