@@ -5,7 +5,6 @@ here (the libraries' own build tests do that)."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 from dataclasses import replace
 from pathlib import Path
@@ -243,6 +242,32 @@ def test_prebuild_command(tmp_path, monkeypatch, capsys, no_nvcc_env):
     monkeypatch.setenv("FAIL_NVCC", "boom")
     assert T.prebuild_main("demo", recipe_for, ["--arch", "sm_120a"]) == 1
     assert capsys.readouterr().err.startswith("error: nvcc ")
+
+
+# --- calling a library's C interface ------------------------------------------------------------------------
+
+def test_a_failing_call_raises_with_its_status_and_message():
+    import threading
+
+    from adaln_bench.kernels.toolchain.c_calls import call_checked, error_buffer
+
+    def entry(a, b, buf, size):  # a C entry point: status, and a message for a failure
+        assert size == len(buf) == 1024
+        if a < 0:
+            buf.value = b"a must be >= 0"
+        return 1 if a < 0 else (2 if b else 0)
+
+    names = {1: "bad_argument", 2: "launch"}.get
+    call_checked(entry, (1, 0), names, "demo kernel f")
+    with pytest.raises(RuntimeError, match=r"^demo kernel f failed \(bad_argument, status 1\): a must be >= 0$"):
+        call_checked(entry, (-1, 0), names, "demo kernel f")
+    with pytest.raises(RuntimeError, match=r"^demo kernel f failed \(launch, status 2\): no message$"):
+        call_checked(entry, (1, 1), names, "demo kernel f")  # the earlier message is not repeated
+    other = []
+    thread = threading.Thread(target=lambda: other.append(error_buffer()))
+    thread.start()
+    thread.join()
+    assert error_buffer() is error_buffer() and other[0] is not error_buffer()
 
 
 # --- the cache's atomic steps ---------------------------------------------------------------------------------

@@ -11,10 +11,8 @@ import ctypes
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
-from adaln_bench.kernels.toolchain import CURAND, BuildError, Recipe, ensure_library, prebuild_main
-from adaln_bench.kernels.toolchain.arch import arch_for_capability
+from adaln_bench.kernels.toolchain import CURAND, BuildError, Recipe, arch_for_capability, load_once, prebuild_main
 
 __all__ = ["BuildError", "Library", "arch_for_capability", "extra_flags", "load", "recipe"]
 
@@ -63,18 +61,9 @@ class Library:
             raise RuntimeError(f"draw kernel failed (code {rc}): {buf.value.decode(errors='replace')}")
 
 
-_LOADED: dict[str, Library] = {}
-
-
 def load(arch: str) -> Library:
-    if arch not in _LOADED:
-        _LOADED[arch] = Library(ensure_library(recipe(arch))[0])
-    return _LOADED[arch]
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    return prebuild_main("the seeded-draw kernel library", lambda arch, _: recipe(arch), argv)
+    return load_once(recipe(arch), lambda path, meta: Library(path))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(prebuild_main("the seeded-draw kernel library", lambda arch, _: recipe(arch)))

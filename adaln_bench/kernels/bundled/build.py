@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from adaln_bench.kernels.toolchain import (CUTLASS, BuildError, Recipe, arch_for_capability, ensure_library,
-                                           parse_arch, prebuild_main)
+from adaln_bench.kernels.toolchain import (CUTLASS, BuildError, Recipe, arch_for_capability, load_once, parse_arch,
+                                           prebuild_main)
 from adaln_bench.kernels.toolchain import cache_key as _recipe_key
 
 __all__ = ["BuildError", "Library", "Target", "cache_key", "load", "recipe", "target_for_arch",
@@ -162,14 +162,8 @@ class Library:
         self._check(rc, buf, "backward")
 
 
-_LOADED: dict[Target, Library] = {}
-
-
 def load(target: Target, log=None) -> Library:
-    if target not in _LOADED:
-        lib_path, meta = ensure_library(recipe(target), log=log)
-        _LOADED[target] = Library(lib_path, target, meta)
-    return _LOADED[target]
+    return load_once(recipe(target), lambda path, meta: Library(path, target, meta), log=log)
 
 
 def _path_option(parser: argparse.ArgumentParser) -> None:
@@ -182,9 +176,5 @@ def _recipe_for(arch: str, args: argparse.Namespace) -> Recipe:
     return recipe(target_for_arch(path, arch))
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    return prebuild_main("the bundled projection kernel library", _recipe_for, argv, add_options=_path_option)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(prebuild_main("the bundled projection kernel library", _recipe_for, add_options=_path_option))

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from adaln_bench.kernels.toolchain import (CUTLASS, BuildError, Recipe, arch_for_capability, ensure_library,
-                                           parse_arch, prebuild_main)
+from adaln_bench.kernels.toolchain import (CUTLASS, BuildError, Recipe, arch_for_capability, load_once, parse_arch,
+                                           prebuild_main)
+from adaln_bench.kernels.toolchain.c_calls import call_checked
 
 HERE = Path(__file__).resolve().parent
 SOURCES = (  # one line a file, the longest compile first
@@ -133,39 +133,12 @@ class Library:
         return self._lib.tmlp_status_name(rc).decode()
 
     def call(self, name: str, *args) -> None:
-        buf = _error_buffer()
-        buf[0] = b"\0"
-        rc = getattr(self._lib, name)(*args, buf, 1024)
-        if rc != 0:
-            msg = buf.value.decode(errors="replace") or "no message"
-            raise RuntimeError(f"timestep_mlp kernel {name} failed ({self.status_name(rc)}, status {rc}): {msg}")
-
-
-_ERRORS = threading.local()  # one message buffer a thread (autograd's device thread calls the backward)
-
-
-def _error_buffer():
-    buf = getattr(_ERRORS, "buf", None)
-    if buf is None:
-        buf = _ERRORS.buf = ctypes.create_string_buffer(1024)
-    return buf
-
-
-_LOADED: dict[Target, Library] = {}
-_LOCK = threading.Lock()
+        call_checked(getattr(self._lib, name), args, self.status_name, f"timestep_mlp kernel {name}")
 
 
 def load(target: Target) -> Library:
-    with _LOCK:
-        if target not in _LOADED:
-            lib_path, meta = ensure_library(recipe(target))
-            _LOADED[target] = Library(lib_path, target, meta)
-        return _LOADED[target]
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    return prebuild_main("the timestep-MLP kernel library", lambda arch, _: recipe(target_for_arch(arch)), argv)
+    return load_once(recipe(target), lambda path, meta: Library(path, target, meta))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(prebuild_main("the timestep-MLP kernel library", lambda arch, _: recipe(target_for_arch(arch))))
