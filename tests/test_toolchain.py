@@ -53,7 +53,8 @@ def no_nvcc_env(monkeypatch, tmp_path):
 
 def test_nvcc_is_found_in_the_documented_order(tmp_path, monkeypatch, no_nvcc_env):
     log = tmp_path / "log"
-    places = {name: _fake_nvcc(tmp_path / name / "bin", log) for name in ("chosen", "home", "cuda_path", "path", "dflt")}
+    names = ("chosen", "home", "cuda_path", "path", "dflt")
+    places = {name: _fake_nvcc(tmp_path / name / "bin", log) for name in names}
     assert T.find_nvcc() is None and "nvcc not found" in T.missing(_recipe(tmp_path))
     monkeypatch.setattr(N, "DEFAULT_NVCC", places["dflt"])
     assert T.find_nvcc() == str(places["dflt"])

@@ -2,9 +2,9 @@
 appears all at once.
 
 The cache is ``$ADALN_BENCH_KERNEL_CACHE`` or ``~/.cache/adaln_bench/kernels``, one folder a library and target:
-``<name>-<arch>-<key>`` (recipe.cache_key). A build writes into a temporary folder beside its final one and renames it into place, so a process that
-finds the folder finds a whole library; two processes building at once both succeed (the loser's rename
-fails and the winner's library is there).
+``<name>-<arch>-<key>`` (recipe.cache_key). A build writes into a temporary folder beside its final one and
+renames it into place, so a process that finds the folder finds a whole library; two processes building at once
+both succeed (the loser's rename fails and the winner's library is there).
 """
 from __future__ import annotations
 
