@@ -11,7 +11,8 @@ from adaln_bench.harness.assembly.repeat import (
     merge_device_times,
 )
 from adaln_bench.harness.processes.protocol import OpWork
-from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
+from adaln_bench.harness.processes.protocol import RunConfig
+from adaln_bench.harness.processes.runner import ModeJob, ModeOutcome, ModeRunner
 from adaln_bench.modes.registry import all_modes
 from adaln_bench.shape import Shape
 from adaln_bench.datamodel.schema import (
@@ -22,7 +23,7 @@ from adaln_bench.datamodel.schema import (
     ModeRun,
 )
 
-OPTIONS = ChildOptions(device="cpu", shape=Shape(dim=64, hidden=32, modalities=1, preset="tiny"),
+OPTIONS = RunConfig(device="cpu", shape=Shape(dim=64, hidden=32, modalities=1, preset="tiny"),
                        quick=True, timeout_s=120, cold_start=False)  # the cold-start check has its own tests
 
 

@@ -17,7 +17,8 @@ from dataclasses import replace
 from typing import Callable, ContextManager, Optional, Protocol, Sequence
 
 from adaln_bench.harness.measurement.device_time import median_ratio, relative_noise
-from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeOutcome
+from adaln_bench.harness.processes.protocol import RunConfig
+from adaln_bench.harness.processes.runner import ModeJob, ModeOutcome
 from adaln_bench.datamodel.schema import CandidateEntry, CandidateResult, DeviceReference, DeviceTime
 from adaln_bench.datamodel.stats import median
 
@@ -29,8 +30,8 @@ def interleaved_order(modes: Sequence[str], repeat: int) -> list[tuple[int, str]
     return [(rep, mode) for rep in range(1, repeat + 1) for mode in modes]
 
 
-def latency_only(options: ChildOptions) -> ChildOptions:
-    return replace(options, probes=False, accuracy=False, latency=True)
+def latency_only(options: RunConfig) -> RunConfig:
+    return options.model_copy(update=dict(probes=False, accuracy=False, latency=True))
 
 
 def _finite_or_none(x: float) -> Optional[float]:
@@ -191,8 +192,8 @@ class RepeatedRun:
     `on_repeat(rep, name, outcome)` as each later child finishes.
     """
 
-    def __init__(self, options: ChildOptions, repeat: int,
-                 make_runner: Callable[[ChildOptions], ContextManager[Runner]],
+    def __init__(self, options: RunConfig, repeat: int,
+                 make_runner: Callable[[RunConfig], ContextManager[Runner]],
                  on_repeat: Optional[Callable[[int, str, ModeOutcome], None]] = None):
         if repeat < 1:
             raise ValueError(f"repeat must be at least 1, not {repeat}")
