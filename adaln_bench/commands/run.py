@@ -11,6 +11,7 @@ import typer
 from adaln_bench.commands.device import resolve_device
 from adaln_bench.errors import UserError
 from adaln_bench.harness.assembly.shapes import Shape, resolve_shape
+from adaln_bench.ops import compat
 
 
 def _parse_gpus(gpus: Optional[str], device: str) -> list[Optional[int]]:
@@ -39,14 +40,6 @@ def _draw_geometry(text: str, device: str):
     if not geom.is_native and device != "cuda":
         raise UserError(f"--draw-geometry {text}: CPU draws depend on no GPU; the option is for CUDA runs")
     return geom
-
-
-def _projection_only_option(preset: Optional[str], dim, hidden, modalities) -> Optional[str]:
-    """The first option given that only the projection has (its sizes, or the flux preset)."""
-    for name, value in (("--dim", dim), ("--hidden", hidden), ("--modalities", modalities)):
-        if value is not None:
-            return name
-    return "--preset flux" if preset == "flux" else None
 
 
 def run_command(
@@ -113,7 +106,7 @@ def run_command(
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
     request = RunRequest(
         op=list(op), mode=list(mode), candidate=list(candidate), device=device, run_device=run_device, shape=shape,
-        projection_option=_projection_only_option(preset, dim, hidden, modalities), quick=quick, out=out,
+        legacy_form=compat.legacy_form(preset, dim, hidden, modalities, out, op), quick=quick, out=out,
         timeout=timeout, slots=slots, modes_file=modes_file, megatron_src=megatron_src, python=list(python),
         envs_file=envs_file, quiet=quiet, strict=strict, yes=yes, latency_only=latency_only,
         accuracy_only=accuracy_only, cold_start=cold_start, geometry=geometry, repeat=repeat)

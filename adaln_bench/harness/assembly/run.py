@@ -32,8 +32,8 @@ class RunRequest:
     device: str  # the --device option as given: auto, cuda or cpu
     run_device: str  # cuda or cpu
     shape: Shape
-    # The first option given that only the projection has (ops/compat.py), or None.
-    projection_option: Optional[str]
+    # The first option given that means the projection (ops/compat.py `legacy_form`), or None.
+    legacy_form: Optional[str]
     quick: bool
     out: Optional[Path]
     timeout: Optional[float]
@@ -89,7 +89,7 @@ def _check_cpu_cost(ops, shape: Shape, quick: bool, yes: bool) -> None:
         return
     seconds, op = max(((estimate_seconds(op, shape, op.family.plan(quick)), op) for op in costly),
                       key=lambda pair: pair[0])
-    what = (f"{shape.describe(with_n=op.name == 'adaln_projection')}{' --quick' if quick else ''} on the CPU: "
+    what = (f"{shape.describe(with_n=op.reads_out_features)}{' --quick' if quick else ''} on the CPU: "
             f"about {describe_seconds(seconds)} per measured (mode, candidate) pair"
             f"{'' if len(ops) == 1 else ' of ' + op.name} (estimated here)")
     if seconds <= CPU_LIMIT_S:
@@ -134,8 +134,7 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
     quick, out, timeout, slots, modes_file, megatron_src = r.quick, r.out, r.timeout, r.slots, r.modes_file, r.megatron_src
     quiet, strict, yes, latency_only, accuracy_only = r.quiet, r.strict, r.yes, r.latency_only, r.accuracy_only
     cold_start, geometry, repeat, python, envs_file = r.cold_start, r.geometry, r.repeat, r.python, r.envs_file
-    only = r.projection_option or (
-        f"--out {out}" if out is not None and out.suffix == ".json" and not op else None)
+    only = r.legacy_form
     ops = choose_operators(op, only, candidate)
     check_candidates(ops, candidate)
     modes = _choose_modes(mode, str(modes_file) if modes_file else None)
