@@ -81,8 +81,8 @@ def _check_environments(modes) -> None:
 
 def _check_cpu_cost(ops, shape: Shape, quick: bool, yes: bool) -> None:
     """A shape that would take hours on the CPU runs only with --yes; otherwise one line says why not."""
-    from adaln_bench.harness.assembly.cpu_estimate import (CPU_LIMIT_S, describe_seconds, estimate_line, estimate_seconds,
-                                                  needs_estimate)
+    from adaln_bench.harness.assembly.cpu_estimate import (CPU_LIMIT_S, describe_seconds, estimate_line,
+                                                           estimate_seconds, needs_estimate)
 
     costly = [op for op in ops if needs_estimate(op, shape)]
     if not costly:
@@ -131,7 +131,8 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
 
     r = request
     op, mode, candidate, device, run_device, shape = r.op, r.mode, r.candidate, r.device, r.run_device, r.shape
-    quick, out, timeout, slots, modes_file, megatron_src = r.quick, r.out, r.timeout, r.slots, r.modes_file, r.megatron_src
+    quick, out, timeout, slots = r.quick, r.out, r.timeout, r.slots
+    modes_file, megatron_src = r.modes_file, r.megatron_src
     quiet, strict, yes, latency_only, accuracy_only = r.quiet, r.strict, r.yes, r.latency_only, r.accuracy_only
     cold_start, geometry, repeat, python, envs_file = r.cold_start, r.geometry, r.repeat, r.python, r.envs_file
     only = r.legacy_form

@@ -71,8 +71,8 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
         traceback.print_exc()
         return CandidateUnavailable(unavailable=f"build failed: {type(exc).__name__}: {exc}", status="failed")
     try:
-        measured = measure_candidate(Subject.of(op, candidate, impl, spec.config.shape), params, spec.config.shape, device, plan,
-                                     spec.config.parts,
+        subject = Subject.of(op, candidate, impl, spec.config.shape)
+        measured = measure_candidate(subject, params, spec.config.shape, device, plan, spec.config.parts,
                                      switch.off, progress)
     except Exception as exc:
         traceback.print_exc()
@@ -84,8 +84,8 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
 
 
 def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=None):
-    """The candidate's cold-start check (harness/processes/cold_start.py), in a process of its own beside this one: forked
-    from `forks` where there is one, else a new interpreter."""
+    """The candidate's cold-start check (harness/processes/cold_start.py), in a process of its own beside this
+    one: forked from `forks` where there is one, else a new interpreter."""
     from adaln_bench.harness.processes.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
 
     # Named after this child's result file: two parts of one mode run side by side in one folder.

@@ -25,8 +25,8 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy
 def run_child(spec: ChildSpec) -> ChildResult:
     import torch  # noqa: F401 - imported first, so that the fork server below shares the import
 
-    # Before anything runs or is switched on: the CPU cold-start checks fork from here (harness/processes/fork_server.py),
-    # and share the imports made so far.
+    # Before anything runs or is switched on: the CPU cold-start checks fork from here
+    # (harness/processes/fork_server.py), and share the imports made so far.
     forks = fork_server(spec)
     try:
         return _switch_and_measure(spec, forks)

@@ -68,7 +68,8 @@ def in_new_interpreter(spec_path: str, timeout_s: float) -> Launched:
 def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S,
                      launch: Launch = in_new_interpreter) -> ColdStart:
     """Run the check in a fresh process (the caller's environment, so the mode's variables) and classify it:
-    a new interpreter, or on a CPU a fork of one that has imported torch and nothing more (harness/processes/fork_server.py).
+    a new interpreter, or on a CPU a fork of one that has imported torch and nothing more
+    (harness/processes/fork_server.py).
 
     The grandchild's spec is written beside its result file, which the caller names in a folder of its own.
     """
