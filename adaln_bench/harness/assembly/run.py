@@ -120,21 +120,18 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
     from adaln_bench.datamodel.io import check_writable
     from adaln_bench.envs.file import choose_interpreters
     from adaln_bench.harness.assembly import exit_status
-    from adaln_bench.harness.assembly.assemble import RunContext, assemble_report
+    from adaln_bench.harness.assembly.assemble import RunContext
     from adaln_bench.harness.assembly.repeat import RepeatedRun
     from adaln_bench.harness.assembly.selection import check_candidates, choose_operators, jobs as make_jobs, select
-    from adaln_bench.harness.processes.claims import answering
-    from adaln_bench.harness.processes.protocol import RunConfig
     from adaln_bench.harness.processes.runner import ModeOutcome, ModeRunner
     from adaln_bench.harness.processes.stop_signals import StopSignals
     from adaln_bench.reports.run_output import write_run
 
     r = request
     op, mode, candidate, device, run_device, shape = r.op, r.mode, r.candidate, r.device, r.run_device, r.shape
-    quick, out, timeout, slots = r.quick, r.out, r.timeout, r.slots
-    modes_file, megatron_src = r.modes_file, r.megatron_src
+    quick, out, slots, modes_file = r.quick, r.out, r.slots, r.modes_file
     quiet, strict, yes, latency_only, accuracy_only = r.quiet, r.strict, r.yes, r.latency_only, r.accuracy_only
-    cold_start, geometry, repeat, python, envs_file = r.cold_start, r.geometry, r.repeat, r.python, r.envs_file
+    geometry, repeat, python, envs_file = r.geometry, r.repeat, r.python, r.envs_file
     only = r.legacy_form
     ops = choose_operators(op, only, candidate)
     check_candidates(ops, candidate)
@@ -166,12 +163,7 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
         print(f"adaln-bench: {run_device}, {what}, {shape.describe()}, {len(modes)} mode(s)"
               f"{', quick' if quick else ''}", file=sys.stderr)
 
-    options = RunConfig(device=run_device, shape=shape, quick=quick, timeout_s=timeout,
-                           modes_file=str(modes_file) if modes_file else None,
-                           megatron_src=str(megatron_src) if megatron_src else None,
-                           probes=not (latency_only or accuracy_only), accuracy=not latency_only,
-                           latency=not accuracy_only, cold_start=cold_start and not accuracy_only,
-                           draw_geometry=geometry.name)
+    options = run_config(request)
     skipped_names = {m.name for m in skipped}
     if run_device == "cpu" and slots == [None] and len(ops) > 1:
         # Each CPU child uses one torch thread: the operators of a mode are dealt over the cores instead
@@ -225,22 +217,42 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
         context = RunContext(modes=modes, outcomes={}, shape=shape, device=run_device, quick=quick,
                              started_at=started_at, wall_s=time.monotonic() - t0, argv=list(r.argv),
                              interpreters=interpreters, draw_geometry=geometry)
-        reports = {}
-        for operator in ops:
-            per_mode = {}
-            for m in modes:  # the part of each mode that measured the operator (harness/processes/claims.py)
-                found = answering(operator.name, [j for j in jobs if j.mode.name == m.name], outcomes,
-                                  runner.not_reached)
-                if found is not None:
-                    per_mode[m.name] = found
-            for m in skipped:
-                per_mode[m.name] = runner.not_applicable(_job_of(m, operator, selection))
-            names = {m.name: selection.report_names(operator.name, m.name) for m in modes}
-            reports[operator.name] = assemble_report(operator, replace(context, outcomes=per_mode), names)
+        reports = {operator.name: _report_of(operator, context, jobs, outcomes, runner, skipped, selection)
+                   for operator in ops}
         written = write_run(reports, out_target, name, single_file, slots, quiet)
     signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
     return exit_status.closing(reports, written.failed, strict, signal_code, stops.cause() if stops.name else None,
                                stops.name or "SIGINT")
+
+
+def run_config(request: RunRequest):
+    """The run's configuration, as the runner, every child and every cold-start check receive it."""
+    from adaln_bench.harness.processes.protocol import RunConfig
+
+    r = request
+    return RunConfig(device=r.run_device, shape=r.shape, quick=r.quick, timeout_s=r.timeout,
+                     modes_file=str(r.modes_file) if r.modes_file else None,
+                     megatron_src=str(r.megatron_src) if r.megatron_src else None,
+                     probes=not (r.latency_only or r.accuracy_only), accuracy=not r.latency_only,
+                     latency=not r.accuracy_only, cold_start=r.cold_start and not r.accuracy_only,
+                     draw_geometry=r.geometry.name)
+
+
+def _report_of(operator, context, jobs, outcomes, runner, skipped, selection):
+    """One operator's report: from each mode the part that measured it (harness/processes/claims.py), and the
+    modes skipped here as not applicable."""
+    from adaln_bench.harness.assembly.assemble import assemble_report
+    from adaln_bench.harness.processes.claims import answering
+
+    per_mode = {}
+    for m in context.modes:
+        found = answering(operator.name, [j for j in jobs if j.mode.name == m.name], outcomes, runner.not_reached)
+        if found is not None:
+            per_mode[m.name] = found
+    for m in skipped:
+        per_mode[m.name] = runner.not_applicable(_job_of(m, operator, selection))
+    names = {m.name: selection.report_names(operator.name, m.name) for m in context.modes}
+    return assemble_report(operator, replace(context, outcomes=per_mode), names)
 
 
 def _job_of(mode, operator, selection):
