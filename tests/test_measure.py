@@ -78,11 +78,11 @@ def test_accuracy_only_and_probes_only():
 
 
 def test_the_parent_passes_the_parts_and_the_one_shape_to_the_child(tmp_path: Path):
-    options = RunConfig(device="cpu", shape=SHAPE, quick=True, timeout_s=None, probes=False, accuracy=False)
+    options = RunConfig(device="cpu", shape=SHAPE, quick=True, timeout_s=None, parts=Parts(probes=False, accuracy=False))
     spec = ChildSpec(config=options, mode="plain", work=[OpWork(op="adaln_projection", candidates=["diffusers"])],
                      result_path=str(tmp_path / "r.json"))
     sent = json.loads(spec.model_dump_json())
-    assert (sent["config"]["probes"], sent["config"]["accuracy"], sent["config"]["latency"]) == (False, False, True)
+    assert sent["config"]["parts"] == {"probes": False, "accuracy": False, "latency": True}
     assert sent["config"]["shape"] == {"dim": SHAPE.dim, "hidden": SHAPE.hidden, "modalities": SHAPE.modalities,
                                        "preset": "tiny", "frequency": 256}
     received = ChildSpec.model_validate_json(spec.model_dump_json())

@@ -227,14 +227,16 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
 
 def run_config(request: RunRequest):
     """The run's configuration, as the runner, every child and every cold-start check receive it."""
+    from adaln_bench.harness.measurement.parts import Parts
     from adaln_bench.harness.processes.protocol import RunConfig
 
     r = request
     return RunConfig(device=r.run_device, shape=r.shape, quick=r.quick, timeout_s=r.timeout,
                      modes_file=str(r.modes_file) if r.modes_file else None,
                      megatron_src=str(r.megatron_src) if r.megatron_src else None,
-                     probes=not (r.latency_only or r.accuracy_only), accuracy=not r.latency_only,
-                     latency=not r.accuracy_only, cold_start=r.cold_start and not r.accuracy_only,
+                     parts=Parts(probes=not (r.latency_only or r.accuracy_only), accuracy=not r.latency_only,
+                                 latency=not r.accuracy_only),
+                     cold_start=r.cold_start and not r.accuracy_only,
                      draw_geometry=r.geometry.name)
 
 

@@ -10,7 +10,8 @@ from adaln_bench.harness.processes.protocol import ChildSpec, ProgressWriter
 
 def fork_server(spec: ChildSpec):
     """A fork server for the cold-start checks of a CPU child that runs them; None elsewhere."""
-    if spec.config.device != "cpu" or spec.config.check_only or not (spec.config.probes and spec.config.cold_start):
+    config = spec.config
+    if config.device != "cpu" or config.check_only or not (config.parts.probes and config.cold_start):
         return None
     from adaln_bench.harness.processes import cold_start
     from adaln_bench.harness.processes.fork_server import ForkServer
@@ -64,7 +65,7 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
         return CandidateUnavailable(unavailable=reason, status="unavailable")
     plan = op.family.plan(spec.config.quick)
     label = report_name if len(spec.work) == 1 else f"{op.name}/{report_name}"
-    progress = ProgressWriter(label, planned_runs(plan) if spec.config.probes else 0)
+    progress = ProgressWriter(label, planned_runs(plan) if spec.config.parts.probes else 0)
     try:
         impl = candidate.build(BuildContext(mode=spec.mode, device=device, shape=spec.config.shape, op=op.name))
     except Exception as exc:
@@ -77,7 +78,7 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
     except Exception as exc:
         traceback.print_exc()
         return CandidateUnavailable(unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
-    if spec.config.probes and spec.config.cold_start:  # a latency-only repeat does not need it again
+    if spec.config.parts.probes and spec.config.cold_start:  # a latency-only repeat does not need it again
         progress.phase("cold start")
         measured.cold_start = cold_start_of(spec, op.name, name, index, forks)
     return measured

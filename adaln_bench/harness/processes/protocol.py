@@ -48,17 +48,11 @@ class RunConfig(BaseModel):
     check_only: bool = False
     # What to measure per candidate: the probes (with the fingerprint), the errors against FP64, the times.
     # A latency-only child (probes and accuracy off: `run --repeat K`) makes no run but the timed ones.
-    probes: bool = True
-    accuracy: bool = True
-    latency: bool = True
+    parts: Parts = Parts()
     # The cold-start check per candidate (with the probes only); off: the report has no cold_start entries.
     cold_start: bool = True
     # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
     draw_geometry: str = "native"
-
-    @property
-    def parts(self) -> Parts:
-        return Parts(probes=self.probes, accuracy=self.accuracy, latency=self.latency)
 
 
 class ChildSpec(BaseModel):
