@@ -323,10 +323,12 @@ def test_the_plot_leaves_out_empty_panels_and_says_latency_is_host_inclusive():
 
     data = json.loads(REFERENCE.read_text())
     full, latency = Report.model_validate(data), Report.model_validate(_latency_only(data))
-    assert drawn_panels([full]) == panels()
+    assert drawn_panels([full]) == panels([full])  # the panels of its operator's metrics and gradients
+    assert [m.name for m in panels([full]) if m.name.startswith("grad_rel_err.")] == [
+        "grad_rel_err.temb", "grad_rel_err.w"]  # the projection's first two gradients, d_temb and dW
     assert [m.name for m in drawn_panels([latency])] == ["fwd_us", "fwd_bwd_us"]
-    assert len(drawn_panels([latency, full])) == len(panels())  # an overlay draws what either has
-    titles = {m.name: panel_title(m) for m in panels()}
+    assert len(drawn_panels([latency, full])) == len(panels([full]))  # an overlay draws what either has
+    titles = {m.name: panel_title(m) for m in panels([full])}
     assert titles["fwd_bwd_us"] == "Forward + backward latency, host-inclusive event median (lower is better)"
     assert "host-inclusive" not in titles["fwd_rel_err"]
 
