@@ -93,7 +93,8 @@ def test_interrupt_keeps_finished_modes_and_marks_incomplete(tmp_path):
 
 def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
     from adaln_bench.harness.processes.protocol import OpWork
-    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.processes.protocol import RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
@@ -101,7 +102,7 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
     monkeypatch.setenv("FIXTURE_BARRIER_DIR", str(tmp_path))
     monkeypatch.setenv("FIXTURE_BARRIER_MODES", "plain,cublaslt_ws1")
     modes = all_modes()
-    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200)
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200)
     outcomes = {}
     with ModeRunner(options, [0, 1], lambda mode, event: None) as runner:
         work = (OpWork(op="adaln_projection", candidates=["fixture_candidates:barrier"]),)

@@ -15,7 +15,8 @@ import traceback
 import warnings
 from pathlib import Path
 
-from adaln_bench.harness.processes.protocol import ChildResult, ChildSpec, ProgressWriter, announce_switched_on
+from adaln_bench.harness.processes.candidate_run import fork_server, measure_one, report_name
+from adaln_bench.harness.processes.protocol import ChildResult, ChildSpec, announce_switched_on
 from adaln_bench.datamodel.io import write_text_atomic
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is optional
@@ -24,9 +25,9 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy
 def run_child(spec: ChildSpec) -> ChildResult:
     import torch  # noqa: F401 - imported first, so that the fork server below shares the import
 
-    # Before anything runs or is switched on: the CPU cold-start checks fork from here (harness/processes/fork_server.py),
-    # and share the imports made so far.
-    forks = _fork_server(spec)
+    # Before anything runs or is switched on: the CPU cold-start checks fork from here
+    # (harness/processes/fork_server.py), and share the imports made so far.
+    forks = fork_server(spec)
     try:
         return _switch_and_measure(spec, forks)
     finally:
@@ -59,13 +60,13 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     from adaln_bench.draws import geometry
     from adaln_bench.ops.draws import use_geometry
 
-    use_geometry(geometry(spec.draw_geometry))  # before anything is drawn
-    mode = all_modes(spec.modes_file)[spec.mode]
+    use_geometry(geometry(spec.config.draw_geometry))  # before anything is drawn
+    mode = all_modes(spec.config.modes_file)[spec.mode]
     result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
-    device = torch.device(spec.device)
+    device = torch.device(spec.config.device)
     before = observe.dispatch_snapshot()
     try:
-        switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
+        switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.config.megatron_src), device.type == "cuda")
     except Exception as exc:  # any failure to switch on makes the mode unavailable, with the reason
         result.status, result.reason = "unavailable", f"{type(exc).__name__}: {exc}"
         result.observed = observe.observe(mode, before, None)
@@ -77,7 +78,7 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
         torch.cuda.set_device(0)
     announce_switched_on()
     result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
-    result.environment = torch_environment(spec.device)
+    result.environment = torch_environment(spec.config.device)
     notes = switch.switch.notes if switch.switch is not None else {}
     if "megatron_source_commit" in notes:
         result.environment.megatron_source_commit = notes["megatron_source_commit"]
@@ -86,7 +87,7 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
 
         result.environment.megatron_staging = json.loads(notes["staging"])
         result.observed.staging_module = notes.get("staging_module")
-    if spec.check_only:
+    if spec.config.check_only:
         result.status, result.complete = "ok", True
         save()
         return result
@@ -95,37 +96,6 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     result.status, result.complete = "ok", True
     save()
     return result
-
-
-def _fork_server(spec: ChildSpec):
-    """A fork server for the cold-start checks of a CPU child that runs them; None elsewhere."""
-    if spec.device != "cpu" or spec.check_only or not (spec.probes and spec.cold_start):
-        return None
-    from adaln_bench.harness.processes import cold_start
-    from adaln_bench.harness.processes.fork_server import ForkServer
-
-    _preload(spec)
-    return ForkServer.start(cold_start.main, cold_start.in_new_interpreter)
-
-
-def _preload(spec: ChildSpec) -> None:
-    """Before the fork server starts: the declarations and the modules the candidates' builds import (diffusers:
-    4-6 s of imports), which this child, the server and every check then share. Not in a framework's mode, whose
-    switch may patch what a library binds at import: there the builds import them after the switch, as before."""
-    import importlib
-
-    from adaln_bench.modes.registry import all_modes
-    from adaln_bench.ops import candidates
-
-    if all_modes(spec.modes_file)[spec.mode].kind == "framework":
-        return
-    for work in spec.work:
-        for name in work.candidates:
-            try:
-                for module in candidates.get(name, work.op).preload:
-                    importlib.import_module(module)
-            except Exception:  # noqa: BLE001 - an optional library, a bad name: the build says why, as before
-                continue
 
 
 def _measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, save, forks) -> None:
@@ -143,74 +113,17 @@ def _measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, s
             continue  # another part of this mode measures it
         op = get_operator(work.op)
         entries = results.setdefault(op.name, {})
-        params = draw_params(op, spec.shape, device)
-        inputs[op.name] = input_fingerprint(op, spec.shape, params, device)
+        params = draw_params(op, spec.config.shape, device)
+        inputs[op.name] = input_fingerprint(op, spec.config.shape, params, device)
         save()
         for name in work.candidates:
-            entries[_report_name(op.name, name, spec.mode)] = measure_one(spec, op, name, params, switch, index,
+            entries[report_name(op.name, name, spec.mode)] = measure_one(spec, op, name, params, switch, index,
                                                                           forks)
             index += 1
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             save()
         del params
-
-
-def _report_name(op: str, name: str, mode: str) -> str:
-    from adaln_bench.ops import candidates
-
-    return candidates.get(name, op).report_name(mode)
-
-
-def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int, forks=None):
-    """One candidate of one operator: built, measured, its cold start checked; or why it could not be."""
-    import torch
-
-    from adaln_bench.harness.measurement.measure import Parts, measure_candidate
-    from adaln_bench.harness.measurement.probes import planned_runs
-    from adaln_bench.harness.measurement.subject import Subject
-    from adaln_bench.ops import candidates
-    from adaln_bench.ops.candidates import BuildContext
-    from adaln_bench.datamodel.schema import CandidateUnavailable
-
-    device = torch.device(spec.device)
-    candidate = candidates.get(name, op.name)
-    report_name = candidate.report_name(spec.mode)
-    reason = candidate.availability()
-    if reason is not None:
-        return CandidateUnavailable(unavailable=reason, status="unavailable")
-    plan = op.family.plan(spec.quick)
-    label = report_name if len(spec.work) == 1 else f"{op.name}/{report_name}"
-    progress = ProgressWriter(label, planned_runs(plan) if spec.probes else 0)
-    try:
-        impl = candidate.build(BuildContext(mode=spec.mode, device=device, shape=spec.shape, op=op.name))
-    except Exception as exc:
-        traceback.print_exc()
-        return CandidateUnavailable(unavailable=f"build failed: {type(exc).__name__}: {exc}", status="failed")
-    parts = Parts(probes=spec.probes, accuracy=spec.accuracy, latency=spec.latency)
-    try:
-        measured = measure_candidate(Subject.of(op, candidate, impl, spec.shape), params, spec.shape, device, plan, parts,
-                                     switch.off, progress)
-    except Exception as exc:
-        traceback.print_exc()
-        return CandidateUnavailable(unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
-    if spec.probes and spec.cold_start:  # a latency-only repeat does not need it again
-        progress.phase("cold start")
-        measured.cold_start = cold_start_of(spec, op.name, name, index, forks)
-    return measured
-
-
-def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=None):
-    """The candidate's cold-start check (harness/processes/cold_start.py), in a process of its own beside this one: forked
-    from `forks` where there is one, else a new interpreter."""
-    from adaln_bench.harness.processes.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
-
-    # Named after this child's result file: two parts of one mode run side by side in one folder.
-    result_path = Path(spec.result_path).with_name(f"{Path(spec.result_path).stem}.cold-start.{index}.json")
-    cold = ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src, op=op,
-                         candidate=candidate, device=spec.device, shape=spec.shape,
-                         draw_geometry=spec.draw_geometry, result_path=str(result_path))
-    return check_cold_start(cold, TIMEOUT_S, forks.launch if forks is not None else in_new_interpreter)
 
 
 def main(argv: list[str]) -> int:

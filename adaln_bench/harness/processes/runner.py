@@ -26,7 +26,8 @@ from pydantic import ValidationError
 from adaln_bench.harness.processes.claims import CLAIMS_SUFFIX, claimed_by
 from adaln_bench.harness.processes.interpreters import InterpreterChecks, is_this_interpreter
 from adaln_bench.harness.processes.job_queue import JobQueue
-from adaln_bench.harness.processes.protocol import PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork
+from adaln_bench.harness.processes.protocol import (PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork,
+                                                    RunConfig)
 from adaln_bench.modes.registry import Mode
 from adaln_bench.datamodel.schema import CandidateEntry, CandidateUnavailable, ModeRun
 from adaln_bench.shape import Shape
@@ -70,33 +71,6 @@ class ModeOutcome:
 
 
 ProgressFn = Callable[[str, dict], None]  # (mode, event) -> None
-
-
-@dataclass(frozen=True)
-class ChildOptions:
-    device: str
-    shape: Shape
-    quick: bool
-    timeout_s: Optional[float]
-    modes_file: Optional[str] = None
-    megatron_src: Optional[str] = None
-    check_only: bool = False
-    # What the child measures; `run --repeat K` starts latency-only children (probes and accuracy off).
-    probes: bool = True
-    accuracy: bool = True
-    latency: bool = True
-    # Each candidate's first forward + backward in a fresh process (harness/processes/cold_start.py); `--no-cold-start`.
-    cold_start: bool = True
-    draw_geometry: str = "native"
-
-    def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path,
-                   claims_dir: Optional[Path] = None, claimant: Optional[str] = None) -> ChildSpec:
-        return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
-                         work=list(work), device=self.device, shape=self.shape, quick=self.quick,
-                         result_path=str(result_path), check_only=self.check_only, probes=self.probes,
-                         accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start,
-                         draw_geometry=self.draw_geometry, claims_dir=str(claims_dir) if claims_dir else None,
-                         claimant=claimant)
 
 
 def _tail(path: Path) -> str:
@@ -176,7 +150,7 @@ def remove_stale_workdirs(root: Optional[Path] = None) -> list[Path]:
 class ModeRunner:
     """Runs mode jobs in child processes, one at a time per GPU slot."""
 
-    def __init__(self, options: ChildOptions, slots: list[Optional[int]], on_progress: ProgressFn):
+    def __init__(self, options: RunConfig, slots: list[Optional[int]], on_progress: ProgressFn):
         self.options, self.slots, self.on_progress = options, slots, on_progress
         self._running: dict[str, _ChildProcess] = {}
         self._lock = threading.Lock()
@@ -212,7 +186,8 @@ class ModeRunner:
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
         claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
-        spec = self.options.child_spec(mode_name, job.work, result_path, claims, name if claims else None)
+        spec = ChildSpec(config=self.options, mode=mode_name, work=list(job.work), result_path=str(result_path),
+                         claims_dir=str(claims) if claims else None, claimant=name if claims else None)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
             return self.not_started(job)
         if claims is not None:
