@@ -34,7 +34,13 @@ from adaln_bench.kernels.bundled.build import (BuildError, cache_root, find_cutl
 from adaln_bench.kernels.library_cache import build_atomically, cached_meta
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ("gemm_nn.cu", "gemm_tn.cu", "gemm_dw.cu", "mlp.cu")  # longest compile first
+SOURCES = (  # longest compile first
+    "gemm_nn.cu",
+    "gemm_tn.cu",
+    "gemm_dw.cu",
+    "row_stream.cu",
+    "mlp.cu",
+)
 HEADERS = ("gemm_3xtf32.cuh", "gemm_impl.cuh")
 LIB_NAME = "libadaln_timestep_mlp.so"
 ABI_VERSION = 1
