@@ -80,7 +80,7 @@ def test_library_builds_and_fails_closed(built, arch):
     # the K slices are a function of the shape only; the tile configuration follows T (same bits in each)
     assert lib.splits(256, 5376, 2688) == {"y": 8, "d_act": 4, "dx": 42}
     assert lib.splits(256, 32, 128) == {"y": 1, "d_act": 4, "dx": 1}
-    assert [lib.config_for(t) for t in (1, 32, 33, 128, 129, 1024, 1025)] == [4, 4, 1, 1, 3, 3, 2]
+    assert [lib.config_for(t) for t in (1, 16, 17, 32, 33, 128, 129, 1024, 1025)] == [4, 4, 0, 0, 1, 1, 3, 3, 2]
     t, f, h, d = 2048, 256, 5376, 2688
     assert lib.forward_workspace_bytes(t, f, h, d) == 8 * t * d * 4
     assert lib.backward_workspace_bytes(t, f, h, d) == (4 * t * h + 42 * t * f) * 4

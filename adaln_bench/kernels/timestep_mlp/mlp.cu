@@ -51,7 +51,7 @@ constexpr int kSplitY = TMLP_SPLIT_Y;        // K slices of y = a W2^T (K = H), 
 constexpr int kSplitDact = TMLP_SPLIT_DACT;  // of d_act = dY W2 (K = D)
 constexpr int kSplitDx = 42;      // of dx = dh W1 (K = H; M = F = 256 has few tiles, the slices give the CTAs)
 constexpr int kFfmaDwMaxT = 32;   // weight gradients by FFMA up to this T (write-bound), by the GEMM above
-constexpr int kStreamMaxT = 32;   // row GEMMs by row_stream.cu's weight-streaming kernel up to this T
+constexpr int kStreamMaxT = 16;   // row GEMMs by row_stream.cu's weight-streaming kernel up to this T
 constexpr int kSmallMaxT = 32;    // row GEMM tile configurations by T (same bits in each, gemm_3xtf32.cuh)
 constexpr int kMidMaxT = 128;
 constexpr int kWideMaxT = 1024;

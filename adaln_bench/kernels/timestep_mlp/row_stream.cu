@@ -12,7 +12,9 @@
 //    crosswise shared-memory iterators load (the congruous one reads k rows in order; the crosswise one must agree
 //    with it for the product to be right);
 //  * the same split of both operands (rna big, rna small) and the same three products a step, small terms first,
-//    into a fresh accumulator;
+//    into a fresh accumulator, in CUTLASS's order: its GemmUniversal computes a column-major D as the transposed
+//    problem (D^T = act . W^T), so its mma A operand is the activations and its "A_small * B_big first" is
+//    act_small * w_big, then act_big * w_small, then big * big;
 //  * the same fold: CUTLASS's FastF32 mainloop stages its accumulation (UseStagedAccumulation): the step sums go
 //    into a staging sum `tmp` (fp32 adds), and `tmp` is added to the output accumulator after the first step of every
 //    k tile and once more at the end. So accum = (((0 + t0) + (((t1 + t2) + t3) + t4)) + (((t5 + t6) + t7) + t8)) ...
@@ -29,7 +31,10 @@ constexpr int kTileK = 32;
 #ifndef TMLP_STREAM_STAGES
 #define TMLP_STREAM_STAGES 6
 #endif
-constexpr int kWarps = 4;                    // warps a CTA (each its own 16 weight rows of the CTA's K slice)
+#ifndef TMLP_STREAM_WARPS
+#define TMLP_STREAM_WARPS 4
+#endif
+constexpr int kWarps = TMLP_STREAM_WARPS;    // warps a CTA (each its own 16 weight rows of the CTA's K slice)
 constexpr int kStages = TMLP_STREAM_STAGES;  // k tiles in flight a warp (3 CTAs an SM at T <= 8)
 constexpr int kPadK = 4;    // the activation rows' padding (floats): lane (g, t) reads bank 4g + t, conflict free
 // Experiment builds only (the device check's candidates if the bits ever stop matching): TMLP_STREAM_FOLD=1 adds
@@ -183,8 +188,10 @@ __global__ void __launch_bounds__(kWarps * 32) row_stream_kernel(const float* __
         split(bp[kSwap], b0big, b0small);
         split(bp[4 - kSwap], b1big, b1small);
         float step[4] = {0.f, 0.f, 0.f, 0.f};
-        mma(step, asmall, b0big, b1big);
+        // CUTLASS's column-major output swaps the operands (D^T = act . W^T): its small-first order is
+        // act_small * w_big, then act_big * w_small, then big * big
         mma(step, abig, b0small, b1small);
+        mma(step, asmall, b0big, b1big);
         mma(step, abig, b0big, b1big);
 #pragma unroll
         for (int r = 0; r < 4; ++r) tmp[n][r] = tmp[n][r] + step[r];
