@@ -37,7 +37,7 @@ def test_recipe(tmp_path, monkeypatch):
     monkeypatch.setenv("ADALN_BENCH_KERNEL_CACHE", str(tmp_path))
     r = B.recipe(B.target_for_arch("sm_90a"))
     assert r.nvcc_flags() == [*B.FLAGS, "-gencode=arch=compute_90a,code=sm_90a", "-DTMLP_REQUIRED_CC=90"]
-    assert r.sources == ("gemm_nn.cu", "gemm_tn.cu", "gemm_dw.cu", "mlp.cu") and r.header_sets == (toolchain.CUTLASS,)
+    assert r.sources == ("gemm_nn.cu", "gemm_tn.cu", "gemm_dw.cu", "row_stream.cu", "mlp.cu") and r.header_sets == (toolchain.CUTLASS,)
     assert B.recipe(B.Target("sm_90a", 90, ("TMLP_SPLIT_Y=8",))).nvcc_flags()[-1] == "-DTMLP_SPLIT_Y=8"
     assert toolchain.cache_key(r) != toolchain.cache_key(B.recipe(B.target_for_arch("sm_100a")))
     d = toolchain.library_dir(r)
@@ -86,12 +86,12 @@ def test_library_builds_and_fails_closed(built, arch):
     # the K slices are a function of the shape only; the tile configuration follows T (same bits in each)
     assert lib.splits(256, 5376, 2688) == {"y": 8, "d_act": 4, "dx": 42}
     assert lib.splits(256, 32, 128) == {"y": 1, "d_act": 4, "dx": 1}
-    assert [lib.config_for(t) for t in (1, 32, 33, 128, 129, 1024, 1025)] == [0, 0, 1, 1, 3, 3, 2]
+    assert [lib.config_for(t) for t in (1, 16, 17, 32, 33, 128, 129, 1024, 1025)] == [4, 4, 0, 0, 1, 1, 3, 3, 2]
     t, f, h, d = 2048, 256, 5376, 2688
     assert lib.forward_workspace_bytes(t, f, h, d) == 8 * t * d * 4
     assert lib.backward_workspace_bytes(t, f, h, d) == (4 * t * h + 42 * t * f) * 4
     with pytest.raises(ValueError):
-        lib.force_config(4)
+        lib.force_config(5)
     with pytest.raises(ValueError):
         lib.set_large_variant(5)
     # bad sizes are refused before any CUDA call (no device here): status bad_argument and a message

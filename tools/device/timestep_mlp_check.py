@@ -1,8 +1,10 @@
 """One-call check of the bundled timestep MLP on a GPU (issue 43): errors against FP64 beside the stock path's,
-bitwise row invariance across T and tile configurations, repeatable weight gradients, and device time of the
-kernel and the stock path, paired in the same rounds (CUDA-graph replays). Prints a table last; JSON to --json.
+bitwise row invariance across T and tile configurations (the weight-streaming kernel against the CUTLASS tiles at
+every T), repeatable weight gradients, and device time of the kernel, of the kernel forced onto another path and of
+the stock path, paired in the same rounds (CUDA-graph replays). Prints a table last; JSON to --json.
 
 Usage: python3 tools/device/timestep_mlp_check.py [--json out.json] [--sizes 1,3,4,64,256,2048] [--rounds 15]
+       [--alt "DEF=1;DEF2=1,DEF3=2"]  (experiment builds, prebuilt: bits and times of their streaming path)
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def invariance(ps, dev, lib):
                                              and torch.equal(sub[1], full[1][lo:lo + t]))
     for t in (5, 300, 2048):
         base = run(timestep_mlp, x[:t], dy[:t], ps)
-        for c in (0, 1, 2, 3):
+        for c in (0, 1, 2, 3, 4):
             lib.force_config(c)
             got = run(timestep_mlp, x[:t], dy[:t], ps)
             lib.force_config(-1)
@@ -77,6 +79,36 @@ def invariance(ps, dev, lib):
         again = run(timestep_mlp, x[:t], dy[:t], ps)
         out[f"T={t} repeat (all grads)"] = bool(all(torch.equal(a, b) for a, b in zip(again, base)))
     return out
+
+
+SAME_T = (1, 3, 4, 8, 16, 32, 64, 257, 2048)
+
+
+def stream_vs_cutlass(ps, dev, lib, sizes=SAME_T):
+    """Every output of the weight-streaming path (config 4) against the CUTLASS tiles (config 0 and by T)."""
+    out = {}
+    for t in sizes:
+        g = torch.Generator(dev).manual_seed(500 + t)
+        x, dy = torch.randn(t, F_IN, generator=g, device=dev), torch.randn(t, D, generator=g, device=dev)
+        got = {}
+        for c in (4, 0, 1):
+            old = lib.force_config(c)
+            got[c] = run(timestep_mlp, x, dy, ps)
+            lib.force_config(old)
+        for c in (0, 1):
+            out[f"T={t} stream vs config {c}"] = [n for n, a, b in zip(NAMES, got[4], got[c]) if not torch.equal(a, b)]
+    return out
+
+
+def forced(lib, config, fn):
+    """fn run with the row GEMMs forced to one configuration (a graph captured inside keeps it)."""
+    def f():
+        old = lib.force_config(config)
+        try:
+            fn()
+        finally:
+            lib.force_config(old)
+    return f
 
 
 def graph_of(fn, calls):
@@ -93,7 +125,7 @@ def graph_of(fn, calls):
     return g
 
 
-def timing(ps, sizes, dev, rounds):
+def timing(ps, sizes, dev, rounds, lib):
     rows = []
     for t in sizes:
         calls = 20 if t <= 256 else 4
@@ -101,18 +133,23 @@ def timing(ps, sizes, dev, rounds):
         x, dy = torch.randn(t, F_IN, generator=g, device=dev), torch.randn(t, D, generator=g, device=dev)
         leaves = {n: [t_.detach().clone().requires_grad_() for t_ in (x, *ps)] for n in ("ours", "stock")}
         fns = {"ours": timestep_mlp, "stock": stock}
+        # the path not taken at this T: the CUTLASS small tile below the streaming limit, the stream above it
+        other = 0 if lib.config_for(t) == 4 else (4 if t <= 128 else None)
+        if other is not None:
+            fns["other"] = timestep_mlp
+            leaves["other"] = [t_.detach().clone().requires_grad_() for t_ in (x, *ps)]
 
         def fwd(n):
             def f():
                 with torch.no_grad():
                     fns[n](*leaves[n])
-            return f
+            return forced(lib, other, f) if n == "other" else f
 
         def step(n):
             def f():
                 y = fns[n](*leaves[n])
                 torch.autograd.grad(y, leaves[n], dy)
-            return f
+            return forced(lib, other, f) if n == "other" else f
 
         row = {"T": t}
         for kind, make in (("fwd", fwd), ("fwd_bwd", step)):
@@ -129,6 +166,10 @@ def timing(ps, sizes, dev, rounds):
             ratios = [o / s for o, s in zip(times["ours"], times["stock"])]
             row[kind] = {"ours_us": statistics.median(times["ours"]), "stock_us": statistics.median(times["stock"]),
                          "ratio": statistics.median(ratios)}
+            if other is not None:
+                row[kind]["other_config"] = other
+                row[kind]["other_us"] = statistics.median(times["other"])
+                row[kind]["other_ratio"] = statistics.median(o / s for o, s in zip(times["other"], times["stock"]))
             del graphs
         rows.append(row)
         torch.cuda.empty_cache()
@@ -213,12 +254,44 @@ def variants(ps, sizes, dev, lib, rounds):
     return rows
 
 
+def alternates(ps, dev, specs, rounds):
+    """Experiment builds (each a set of defines, prebuilt and carried): their streaming path's bits against their
+    CUTLASS tiles, and paired times at T = 1 and 4."""
+    from adaln_bench.kernels.timestep_mlp import build
+
+    base_lib, base = ops.library(dev), ops.target_for_device(dev)
+    rows = []
+    for spec in specs:
+        lib = build.load(build.Target(base.arch, base.cc, tuple(spec.split(","))))
+        ops._BY_INDEX[dev.index] = lib
+        try:
+            rows.append({"defines": spec, "differ": stream_vs_cutlass(ps, dev, lib, (1, 5, 64)),
+                         "timing": timing(ps, [1, 4], dev, rounds, lib)})
+        finally:
+            ops._BY_INDEX[dev.index] = base_lib
+    return rows
+
+
+def print_timing(rows):
+    print(f"{'T':>5} {'fwd us':>8} {'stock':>8} {'ratio':>6} {'other':>10} | {'step us':>8} {'stock':>8} {'ratio':>6} "
+          f"{'other':>10}")
+    for r in rows:
+        cells = []
+        for k in ("fwd", "fwd_bwd"):
+            a = r[k]
+            o = f"c{a['other_config']} {a['other_ratio']:.3f}" if "other_us" in a else "-"
+            cells.append(f"{a['ours_us']:8.1f} {a['stock_us']:8.1f} {a['ratio']:6.3f} {o:>10}")
+        print(f"{r['T']:5} " + " | ".join(cells))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", default=None)
     p.add_argument("--sizes", default="1,3,4,64,256,2048")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--defines", default="", help="load the experiment library built with these defines (a,b)")
+    p.add_argument("--alt", default="", help="experiment builds to compare, ';' between builds, ',' between defines")
+    p.add_argument("--no-variants", action="store_true", help="skip the large-T tile variants")
     args = p.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda", 0)
@@ -234,11 +307,13 @@ def main(argv=None) -> int:
     result["accuracy"] = accuracy(ps, sizes, dev)
     print("accuracy done", flush=True)
     result["invariance"] = invariance(ps, dev, lib)
+    result["stream_vs_cutlass"] = stream_vs_cutlass(ps, dev, lib)
     print("invariance done", flush=True)
-    result["timing"] = timing(ps, sizes, dev, args.rounds)
+    result["timing"] = timing(ps, sizes, dev, args.rounds, lib)
     print("timing done", flush=True)
-    result["profile"] = profile(ps, [1, 64, 256, 2048], dev)
-    result["variants"] = variants(ps, [256, 2048], dev, lib, 10)
+    result["profile"] = profile(ps, [1, 4, 32, 64, 2048], dev)
+    result["variants"] = [] if args.no_variants else variants(ps, [256, 2048], dev, lib, 10)
+    result["alternates"] = alternates(ps, dev, [a for a in args.alt.split(";") if a], args.rounds)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
@@ -251,15 +326,17 @@ def main(argv=None) -> int:
     print(f"{'T':>5} {'out':4} {'ours':>9} {'stock':>9} {'bound':>9} ok")
     for r in result["accuracy"]:
         print(f"{r['T']:5} {r['out']:4} {r['ours']:9.2e} {r['stock']:9.2e} {r['bound']:9.2e} {r['ok']}")
+    for r in result["alternates"]:
+        diff = {k: v for k, v in r["differ"].items() if v}
+        print(f"alt {r['defines']}: " + ("stream bits = CUTLASS" if not diff else f"DIFFER {diff}"))
+        print_timing(r["timing"])
     print("invariance:", "ALL OK" if all(result["invariance"].values()) else
           "FAIL " + ", ".join(k for k, v in result["invariance"].items() if not v))
-    print(f"{'T':>5} {'fwd us':>9} {'stock':>9} {'ratio':>6} | {'step us':>9} {'stock':>9} {'ratio':>6}")
-    for r in result["timing"]:
-        a, b = r["fwd"], r["fwd_bwd"]
-        print(f"{r['T']:5} {a['ours_us']:9.1f} {a['stock_us']:9.1f} {a['ratio']:6.3f} | "
-              f"{b['ours_us']:9.1f} {b['stock_us']:9.1f} {b['ratio']:6.3f}")
+    differ = {k: v for k, v in result["stream_vs_cutlass"].items() if v}
+    print("stream vs CUTLASS:", "ALL SAME BITS" if not differ else f"DIFFER {differ}")
+    print_timing(result["timing"])
     same = all(r["same_bits"] for r in result["variants"])
-    return 1 if bad or not same or not all(result["invariance"].values()) else 0
+    return 1 if bad or not same or differ or not all(result["invariance"].values()) else 0
 
 
 if __name__ == "__main__":

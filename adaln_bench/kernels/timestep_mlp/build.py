@@ -1,7 +1,7 @@
 """The timestep-MLP kernel library: its recipe per target and its ctypes interface (no torch needed here).
 
-Four sources (the C interface and elementwise kernels in ``mlp.cu``; the CUTLASS 3xTF32 GEMMs in ``gemm_tn.cu``,
-``gemm_nn.cu`` and ``gemm_dw.cu``), one shared library per target architecture, built and cached by the kernel
+Five sources (the C interface and elementwise kernels in ``mlp.cu``; the CUTLASS 3xTF32 GEMMs in ``gemm_tn.cu``,
+``gemm_nn.cu`` and ``gemm_dw.cu``; the weight-streaming row products for small T in ``row_stream.cu``), one shared library per target architecture, built and cached by the kernel
 toolchain (adaln_bench/kernels/toolchain: nvcc and CUTLASS found, sources compiled in parallel, cache folder
 ``timestep_mlp-<arch>-<key>``), loaded with ctypes through a plain C interface (no torch C++ ABI). Prebuild with
 ``python -m adaln_bench.kernels.timestep_mlp.build --arch sm_90a --arch sm_100a``.
@@ -27,6 +27,7 @@ SOURCES = (  # one line a file, the longest compile first
     "gemm_nn.cu",
     "gemm_tn.cu",
     "gemm_dw.cu",
+    "row_stream.cu",
     "mlp.cu",
 )
 HEADERS = ("gemm_3xtf32.cuh", "gemm_impl.cuh")
@@ -110,16 +111,16 @@ class Library:
         return dict(zip(("y", "d_act", "dx"), (v.value for v in out)))
 
     def config_for(self, t: int) -> int:
-        """The row GEMMs' tile configuration at T: 0 small (64 x 32), 1 mid (64 x 64), 3 wide (64 x 128),
-        2 large (128 x 128)."""
+        """The row products' path at T: 4 weight streaming (small T), 0 small (64 x 32), 1 mid (64 x 64),
+        3 wide (64 x 128), 2 large (128 x 128)."""
         return int(self._lib.tmlp_config_for(t))
 
     def force_config(self, c: int) -> int:
-        """-1: by T (the default); 0..3: that tile configuration at every T (same bits: it is how a test proves
+        """-1: by T (the default); 0..4: that path at every T (same bits: it is how a test proves
         the bits do not depend on it). Process-wide; returns the previous value."""
         old = int(self._lib.tmlp_force_config(c))
         if old == -2:
-            raise ValueError(f"tile configuration must be -1 (by T) or 0..3, got {c}")
+            raise ValueError(f"tile configuration must be -1 (by T) or 0..4, got {c}")
         return old
 
     def set_large_variant(self, v: int) -> int:

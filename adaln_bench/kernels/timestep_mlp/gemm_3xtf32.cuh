@@ -56,6 +56,7 @@ enum GemmConfig : int {
   kMidN = 1,    // 64 x 64, 4 warps of 32 x 32, 4 stages: T <= 128
   kLargeN = 2,  // 128 x 128, 8 warps of 32 x 64, 3 stages: T > 1024 (tensor-core bound)
   kWideN = 3,   // 64 x 128, 8 warps of 32 x 32, 4 stages: 128 < T <= 1024 (no register spills; more CTAs)
+  kStream = 4,  // not CUTLASS: row_stream.cu's weight-streaming kernel (16 x 8..32 a warp), same bits: small T
 };
 // Not used: an N tile of 8 (64 x 8, warps of 32 x 8; it compiles for the forward's row-major weight only) gave other
 // bits than these three on the H200 (CUTLASS lays such a tile's k out otherwise in shared memory, so each mma's 8 k
@@ -83,5 +84,12 @@ int gemm_tn(int config, const BatchedGemm& g, cudaStream_t stream, const char** 
 int gemm_nn(int config, const BatchedGemm& g, cudaStream_t stream, const char** what);
 // Weight gradients: D (M x N, row-major, ldd) = A (M x K, column-major, lda) * B (K x N, row-major, ldb), K = T.
 int gemm_dw(const BatchedGemm& g, cudaStream_t stream, const char** what);
+
+// The row GEMM of gemm_tn / gemm_nn (weight row-major, or transposed) by row_stream.cu's weight-streaming kernel,
+// the same bits. Takes densely packed slices only (row_stream_fits). With `bias` (one slice only), also adds the
+// bias to each output element and writes act = silu(out), as mlp.cu's bias_silu_kernel does.
+bool row_stream_fits(bool weight_transposed, const BatchedGemm& g);
+int row_stream(bool weight_transposed, const BatchedGemm& g, const float* bias, float* act, cudaStream_t stream,
+               const char** what);
 
 }  // namespace tmlp

@@ -4,7 +4,8 @@
 //
 // Invariance by construction:
 //  * every product is a 3xTF32 GEMM (gemm_3xtf32.cuh) with the weights on M and the T rows on N; an element's bits
-//    depend on its k-step sequence only, which is the same for every tile configuration, so the tile may follow T;
+//    depend on its k-step sequence only, which is the same for every tile configuration and for the weight-streaming
+//    kernel of small T (row_stream.cu), so the path may follow T;
 //  * the long reductions of the row products (y: K = H, d_act: K = D, dx: K = H) are cut into a fixed number of
 //    K slices that depends on the shape only (split_count), each slice a GEMM, folded in slice order by an
 //    elementwise kernel that also adds the bias / applies SiLU's derivative: no atomics, nothing that follows T;
@@ -50,13 +51,14 @@ constexpr int kSplitY = TMLP_SPLIT_Y;        // K slices of y = a W2^T (K = H), 
 constexpr int kSplitDact = TMLP_SPLIT_DACT;  // of d_act = dY W2 (K = D)
 constexpr int kSplitDx = 42;      // of dx = dh W1 (K = H; M = F = 256 has few tiles, the slices give the CTAs)
 constexpr int kFfmaDwMaxT = 32;   // weight gradients by FFMA up to this T (write-bound), by the GEMM above
+constexpr int kStreamMaxT = 16;   // row GEMMs by row_stream.cu's weight-streaming kernel up to this T
 constexpr int kSmallMaxT = 32;    // row GEMM tile configurations by T (same bits in each, gemm_3xtf32.cuh)
 constexpr int kMidMaxT = 128;
 constexpr int kWideMaxT = 1024;
 constexpr int kSumLanes = 32;     // bias gradients: 32 strided lanes of rows, folded in lane order
 
-int g_forced_config = -1;
-int g_large_variant = 0;   // tmlp_set_large_variant  // tmlp_force_config: -1 = by T (the default), else one GemmConfig for every T
+int g_forced_config = -1;  // tmlp_force_config: -1 = by T (the default), else one GemmConfig for every T
+int g_large_variant = 0;   // tmlp_set_large_variant
 
 void set_err(Err err, int len, const char* fmt, ...) {
   if (!err || len <= 0) return;
@@ -76,6 +78,7 @@ int split_count(int64_t K, int want) {
 
 int config_for(int64_t T) {
   if (g_forced_config >= 0) return g_forced_config;
+  if (T <= kStreamMaxT) return tmlp::kStream;
   if (T <= kSmallMaxT) return tmlp::kSmallN;
   if (T <= kMidMaxT) return tmlp::kMidN;
   return T <= kWideMaxT ? tmlp::kWideN : tmlp::kLargeN;
@@ -263,8 +266,10 @@ int check_sizes(int64_t T, int64_t F, int64_t H, int64_t D, Err err, int len) {
   } while (0)
 
 // D (M x T, column-major = T x M row-major) = A . act^T in `slices` fixed K slices written one after another.
+// With `bias` (one slice): then out += bias, silu_out = silu(out), fused into the streaming kernel or a kernel after.
 int row_gemm(bool weight_transposed, int config, int64_t M, int64_t T, int64_t K, int slices, const float* w,
-             const float* act, float* out, cudaStream_t st, const char* name, Err err, int len) {
+             const float* act, float* out, cudaStream_t st, const char* name, Err err, int len,
+             const float* bias = nullptr, float* silu_out = nullptr) {
   const int64_t ks = K / slices;
   tmlp::BatchedGemm g{};
   g.m = (int)M, g.n = (int)T, g.k = (int)ks, g.batches = slices;
@@ -275,8 +280,17 @@ int row_gemm(bool weight_transposed, int config, int64_t M, int64_t T, int64_t K
   g.b = act, g.ldb = K, g.stride_b = ks;
   g.d = out, g.ldd = M, g.stride_d = M * T;
   const char* what = "";
+  if (config == tmlp::kStream) {
+    if (tmlp::row_stream_fits(weight_transposed, g))
+      return gemm_done(tmlp::row_stream(weight_transposed, g, bias, silu_out, st, &what), name, what, err, len);
+    config = tmlp::kSmallN;  // a shape it does not take: the CUTLASS tile for small T (same bits)
+  }
   int rc = weight_transposed ? tmlp::gemm_nn(config, g, st, &what) : tmlp::gemm_tn(config, g, st, &what);
-  return gemm_done(rc, name, what, err, len);
+  TMLP_TRY(gemm_done(rc, name, what, err, len));
+  if (!bias) return TMLP_OK;
+  bias_silu_kernel<<<grid_for(T * M / 4), 256, 0, st>>>((float4*)out, (float4*)silu_out, (const float4*)bias,
+                                                        T * M / 4, (int)(M / 4));
+  return launched(err, len, "bias_silu_kernel");
 }
 
 // dW (M x N row-major) = U^T V, U (T x M), V (T x N), summed over T in ascending order.
@@ -333,12 +347,12 @@ TMLP_API void tmlp_splits(int64_t F, int64_t H, int64_t D, int* y, int* dact, in
   *dact = split_count(D, kSplitDact);
   *dx = split_count(H, kSplitDx);
 }
-// The row GEMMs' tile configuration at T (0 small, 1 mid, 3 wide, 2 large).
+// The row GEMMs' configuration at T (4 streaming, 0 small, 1 mid, 3 wide, 2 large).
 TMLP_API int tmlp_config_for(int64_t T) { return config_for(T); }
-// -1: by T (the default); 0..3: that configuration at every T (to prove the bits do not depend on it).
+// -1: by T (the default); 0..4: that configuration at every T (to prove the bits do not depend on it).
 // Process-wide; returns the previous value, or -2 (nothing changed) for anything else.
 TMLP_API int tmlp_force_config(int c) {
-  if (c < -1 || c > 3) return -2;
+  if (c < -1 || c > 4) return -2;
   const int old = g_forced_config;
   g_forced_config = c;
   return old;
@@ -365,10 +379,7 @@ TMLP_API int tmlp_forward(const float* x, const float* w1, const float* b1, cons
   cudaStream_t st = (cudaStream_t)stream;
   const int config = config_for(T);
   float* parts = (float*)ws;
-  TMLP_TRY(row_gemm(false, config, H, T, F, 1, w1, x, h, st, "h = x w1^T", err, len));
-  bias_silu_kernel<<<grid_for(T * H / 4), 256, 0, st>>>((float4*)h, (float4*)a, (const float4*)b1, T * H / 4,
-                                                        (int)(H / 4));
-  TMLP_TRY(launched(err, len, "bias_silu_kernel"));
+  TMLP_TRY(row_gemm(false, config, H, T, F, 1, w1, x, h, st, "h = x w1^T", err, len, b1, a));
   const int sy = split_count(H, kSplitY);
   TMLP_TRY(row_gemm(false, config, D, T, H, sy, w2, a, parts, st, "y = a w2^T", err, len));
   fold_kernel<<<grid_for(T * D / 4), 256, 0, st>>>((const float4*)parts, sy, T * D / 4, (const float4*)b2,

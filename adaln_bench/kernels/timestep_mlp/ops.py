@@ -95,7 +95,9 @@ def library_details(device: torch.device, f: int = 256, h: int = 5376, d: int = 
     return {"library": str(lib.path),
             "scheme": "3xTF32 (rounded split, a fresh accumulator a k step) on mma.sync m16n8k8",
             "k_slices": f"y {s['y']}, d_act {s['d_act']}, dx {s['dx']} (fixed by the shape)",
-            "tiles": "64x32 for T <= 32, 64x64 for T <= 128, 64x128 for T <= 1024, 128x128 above (same bits)",
+            "tiles": "weight-streaming mma.sync kernel (16 x 8..16 a warp) for T <= 16, CUTLASS 64x32 for T <= 32, "
+                     "64x64 for T <= 128, "
+                     "64x128 for T <= 1024, 128x128 above (same bits)",
             "weight_grads": "FFMA for T <= 32, 3xTF32 GEMM over T above"}
 
 
