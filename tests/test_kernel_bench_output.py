@@ -21,8 +21,8 @@ from tests.conftest import ROOT, run_cli_forked
 COMMITTED = {
     "results/h200/kernel_bench/kernel_bench.gathered.682cd0c.json":
         ("operators", "| norm_modulate | bundled | 32768 | 201.8 (0.188×, 83 %) |"),
-    "results/h200/timestep_mlp/kernel_bench.timestep_mlp.055aad0.json":
-        ("operators", "| timestep_mlp | bundled | 64 | 80.3 (0.481×, 22 %) |"),
+    "results/h200/timestep_mlp/kernel_bench.timestep_mlp.1c169dc.json":
+        ("operators", "| timestep_mlp | bundled | 64 | 80.2 (0.479×, 22 %) |"),
     "results/h200/adaln_projection/kernel_bench.ec65536.json":
         ("projection", "| adaln_projection | sm90 | 2048 |"),
 }
