@@ -160,6 +160,11 @@ def run_command(
     repeat: int = typer.Option(1, "--repeat", metavar="K",
                                help="Measure each mode's latency in K fresh processes, interleaved, every sample "
                                "kept (device time); probes and accuracy run once. The nightly uses 3."),
+    serial: bool = typer.Option(False, "--serial",
+                                help="One step at a time: one child per GPU (one on a CPU), one cold-start check at "
+                                "a time. Default on CUDA: probes, accuracy and cold-start checks of several "
+                                "children side by side as the free memory allows, latency always with the GPU to "
+                                "itself."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report per operator."""
     from adaln_bench.commands.progress import RunProgress
@@ -171,6 +176,7 @@ def run_command(
     from adaln_bench.harness.runner import ChildOptions, ModeOutcome, ModeRunner
     from adaln_bench.harness.selection import check_candidates, choose_operators, jobs as make_jobs, select
     from adaln_bench.harness.stop_signals import StopSignals
+    from adaln_bench.harness.time_accounting import run_time
     from adaln_bench.reports.io import check_writable
     from adaln_bench.reports.run_output import write_run
 
@@ -225,12 +231,21 @@ def run_command(
                            latency=not accuracy_only, cold_start=cold_start and not accuracy_only,
                            draw_geometry=geometry.name)
     skipped_names = {m.name for m in skipped}
-    if run_device == "cpu" and slots == [None] and len(ops) > 1:
+    schedule = None
+    if run_device == "cuda":
+        from adaln_bench.harness.schedule import schedule_for_run, slots_of
+
+        schedule = schedule_for_run(ops, shape, quick, slots, serial)
+        options = replace(options, serial=schedule.serial, cold_start_pool=schedule.cold_start_pool)
+        slots = slots_of(slots, schedule)
+        if not quiet:
+            print(f"adaln-bench: schedule: {schedule.why}", file=sys.stderr)
+    if run_device == "cpu" and slots == [None] and len(ops) > 1 and not serial:
         # Each CPU child uses one torch thread: the operators of a mode are dealt over the cores instead
         # (one operator's modes run one after the other, as they always have).
         slots = [None] * max(1, min(CPU_CHILDREN, os.cpu_count() or 1))
     jobs = make_jobs(selection, [m for m in modes if m.name not in skipped_names], interpreters,
-                     parts=len(slots) if run_device == "cpu" else 1, shape=shape)
+                     parts=len(slots), shape=shape)
     outcomes: dict[str, ModeOutcome] = {}
     if skipped and not quiet:
         print(f"adaln-bench: not applicable on {run_device}, skipped: {', '.join(m.name for m in skipped)}",
@@ -289,7 +304,8 @@ def run_command(
                 per_mode[m.name] = runner.not_applicable(_job_of(m, operator, selection))
             names = {m.name: selection.report_names(operator.name, m.name) for m in modes}
             reports[operator.name] = assemble_report(operator, replace(context, outcomes=per_mode), names)
-        written = write_run(reports, out_target, name, single_file, slots, quiet)
+        spent = run_time(jobs, run.first, run.repeats, schedule.as_record() if schedule else None)
+        written = write_run(reports, out_target, name, single_file, slots, quiet, spent)
     signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
     code, lines = exit_status.closing(reports, written.failed, strict, signal_code, stops.cause() if stops.name else None,
                           stops.name or "SIGINT")

@@ -3,8 +3,8 @@
 The parent starts it with the mode's variables already in its environment, so they are in place before
 torch is imported here. It switches the mode on, measures each candidate, and rewrites its result file
 after every candidate, so that a crash later keeps what was finished. On a CPU it forks a server for the
-cold-start checks right after its imports (harness/fork_server.py), and as one part of a mode split over
-several children it measures only the operators it claims (harness/claims.py).
+cold-start checks right after its imports (harness/fork_server.py). What it measures, and how each step
+takes the GPU's lease, is harness/child_measure.py.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from adaln_bench.harness.protocol import ChildResult, ChildSpec, ProgressWriter,
 from adaln_bench.reports.io import write_text_atomic
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is optional
+BORN = time.monotonic()  # the imports before the first step count as start-up
 
 
 def run_child(spec: ChildSpec) -> ChildResult:
@@ -35,8 +36,12 @@ def run_child(spec: ChildSpec) -> ChildResult:
 
 
 def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
+    from adaln_bench.harness.child_measure import ChildState, clock_for, measure_all, peak_memory_bytes
+    from adaln_bench.harness.step_clock import START_UP
+
     started = time.monotonic()
     result = ChildResult(mode=spec.mode, status="running")
+    clock = clock_for(spec)  # every step from here on under the GPU's lease (harness/gpu_lease.py)
 
     results: dict[str, dict] = {}
     inputs: dict = {}
@@ -46,8 +51,11 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
         result.results = {op: dict(entries) for op, entries in results.items()}
         result.inputs = dict(inputs)
         result.wall_s = round(time.monotonic() - started, 3)
+        result.time = clock.snapshot()
+        result.time.peak_memory_bytes = peak_memory_bytes(device)
         write_text_atomic(result.model_dump_json(exclude_unset=True, indent=1), spec.result_path)
 
+    state = ChildState(save)
     import torch
 
     from adaln_bench.harness.environment import torch_environment
@@ -63,21 +71,26 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     mode = all_modes(spec.modes_file)[spec.mode]
     result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
     device = torch.device(spec.device)
-    before = observe.dispatch_snapshot()
-    try:
-        switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
-    except Exception as exc:  # any failure to switch on makes the mode unavailable, with the reason
-        result.status, result.reason = "unavailable", f"{type(exc).__name__}: {exc}"
-        result.observed = observe.observe(mode, before, None)
-        result.complete = True
-        traceback.print_exc()
-        save()
+    clock.add(START_UP, held=time.monotonic() - BORN)
+    with clock.step(START_UP):
+        before = observe.dispatch_snapshot()
+        try:
+            switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
+        except Exception as exc:  # any failure to switch on makes the mode unavailable, with the reason
+            result.status, result.reason = "unavailable", f"{type(exc).__name__}: {exc}"
+            result.observed = observe.observe(mode, before, None)
+            result.complete = True
+            traceback.print_exc()
+            switch = None
+        if switch is not None:
+            if device.type == "cuda":  # after the switch: Megatron's te_native wants to be on before CUDA starts
+                torch.cuda.set_device(0)
+            result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
+            result.environment = torch_environment(spec.device)
+    if switch is None:
+        state.save()
         return result
-    if device.type == "cuda":  # after the switch: Megatron's te_native wants to be on before CUDA starts
-        torch.cuda.set_device(0)
     announce_switched_on()
-    result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
-    result.environment = torch_environment(spec.device)
     notes = switch.switch.notes if switch.switch is not None else {}
     if "megatron_source_commit" in notes:
         result.environment.megatron_source_commit = notes["megatron_source_commit"]
@@ -88,12 +101,12 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
         result.observed.staging_module = notes.get("staging_module")
     if spec.check_only:
         result.status, result.complete = "ok", True
-        save()
+        state.save()
         return result
-    save()
-    _measure_all(spec, device, switch, results, inputs, save, forks)
+    state.save()
+    measure_all(spec, device, switch, results, inputs, state, forks, clock)
     result.status, result.complete = "ok", True
-    save()
+    state.save()
     return result
 
 
@@ -126,91 +139,6 @@ def _preload(spec: ChildSpec) -> None:
                     importlib.import_module(module)
             except Exception:  # noqa: BLE001 - an optional library, a bad name: the build says why, as before
                 continue
-
-
-def _measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, save, forks) -> None:
-    import torch
-
-    from adaln_bench.harness.input_fingerprint import input_fingerprint
-    from adaln_bench.ops.draws import draw_params
-    from adaln_bench.ops.registry import get_operator
-
-    from adaln_bench.harness.claims import claim
-
-    index = 0
-    for work in spec.work:
-        if spec.claims_dir is not None and not claim(spec.claims_dir, work.op, spec.claimant or spec.mode):
-            continue  # another part of this mode measures it
-        op = get_operator(work.op)
-        entries = results.setdefault(op.name, {})
-        params = draw_params(op, spec.shape, device)
-        inputs[op.name] = input_fingerprint(op, spec.shape, params, device)
-        save()
-        for name in work.candidates:
-            entries[_report_name(op.name, name, spec.mode)] = measure_one(spec, op, name, params, switch, index,
-                                                                          forks)
-            index += 1
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            save()
-        del params
-
-
-def _report_name(op: str, name: str, mode: str) -> str:
-    from adaln_bench.ops import candidates
-
-    return candidates.get(name, op).report_name(mode)
-
-
-def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int, forks=None):
-    """One candidate of one operator: built, measured, its cold start checked; or why it could not be."""
-    import torch
-
-    from adaln_bench.harness.measure import Parts, measure_candidate
-    from adaln_bench.harness.probes import planned_runs
-    from adaln_bench.harness.subject import Subject
-    from adaln_bench.ops import candidates
-    from adaln_bench.ops.candidates import BuildContext
-    from adaln_bench.reports.schema import CandidateUnavailable
-
-    device = torch.device(spec.device)
-    candidate = candidates.get(name, op.name)
-    report_name = candidate.report_name(spec.mode)
-    reason = candidate.availability()
-    if reason is not None:
-        return CandidateUnavailable(unavailable=reason, status="unavailable")
-    plan = op.family.plan(spec.quick)
-    label = report_name if len(spec.work) == 1 else f"{op.name}/{report_name}"
-    progress = ProgressWriter(label, planned_runs(plan) if spec.probes else 0)
-    try:
-        impl = candidate.build(BuildContext(mode=spec.mode, device=device, shape=spec.shape, op=op.name))
-    except Exception as exc:
-        traceback.print_exc()
-        return CandidateUnavailable(unavailable=f"build failed: {type(exc).__name__}: {exc}", status="failed")
-    parts = Parts(probes=spec.probes, accuracy=spec.accuracy, latency=spec.latency)
-    try:
-        measured = measure_candidate(Subject.of(op, candidate, impl, spec.shape), params, spec.shape, device, plan, parts,
-                                     switch.off, progress)
-    except Exception as exc:
-        traceback.print_exc()
-        return CandidateUnavailable(unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
-    if spec.probes and spec.cold_start:  # a latency-only repeat does not need it again
-        progress.phase("cold start")
-        measured.cold_start = cold_start_of(spec, op.name, name, index, forks)
-    return measured
-
-
-def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=None):
-    """The candidate's cold-start check (harness/cold_start.py), in a process of its own beside this one: forked
-    from `forks` where there is one, else a new interpreter."""
-    from adaln_bench.harness.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
-
-    # Named after this child's result file: two parts of one mode run side by side in one folder.
-    result_path = Path(spec.result_path).with_name(f"{Path(spec.result_path).stem}.cold-start.{index}.json")
-    cold = ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src, op=op,
-                         candidate=candidate, device=spec.device, shape=spec.shape,
-                         draw_geometry=spec.draw_geometry, result_path=str(result_path))
-    return check_cold_start(cold, TIMEOUT_S, forks.launch if forks is not None else in_new_interpreter)
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adaln_bench.reports.schema import (CandidateEntry, Environment, InputFingerprint, ModeEnvironment,
                                         ModeObservation)
+from adaln_bench.harness.step_clock import StepTimes
 from adaln_bench.shape import Shape
 
 PROGRESS_PREFIX = "@@adaln-bench-progress "
@@ -57,6 +58,13 @@ class ChildSpec(BaseModel):
     # operators it claims in this folder, as `claimant` (harness/claims.py).
     claims_dir: Optional[str] = None
     claimant: Optional[str] = None
+    # The GPU's lease (harness/gpu_lease.py): its folder and key; None: no lease (a CPU run).
+    lease_dir: Optional[str] = None
+    lease_key: Optional[str] = None
+    # `run --serial`: every step takes the lease exclusive.
+    serial: bool = False
+    # Cold-start checks at once beside the next candidates (harness/schedule.py); 1: one after another.
+    cold_start_pool: int = Field(default=1, ge=1)
 
 
 class ChildResult(BaseModel):
@@ -72,6 +80,7 @@ class ChildResult(BaseModel):
     results: dict[str, dict[str, CandidateEntry]] = Field(default_factory=dict)
     complete: bool = False
     wall_s: Optional[float] = None
+    time: Optional[StepTimes] = None  # where the child's time went (harness/step_clock.py)
 
 
 def announce_switched_on() -> None:

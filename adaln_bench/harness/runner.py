@@ -88,15 +88,27 @@ class ChildOptions:
     # Each candidate's first forward + backward in a fresh process (harness/cold_start.py); `--no-cold-start`.
     cold_start: bool = True
     draw_geometry: str = "native"
+    # How the children of one GPU share it (harness/schedule.py): `--serial`, and cold-start checks at once.
+    serial: bool = False
+    cold_start_pool: int = 1
+    lease: Optional[bool] = None  # the GPU lease: None on CUDA only; True also on a CPU (the tests' fake GPU)
 
     def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path,
-                   claims_dir: Optional[Path] = None, claimant: Optional[str] = None) -> ChildSpec:
+                   claims_dir: Optional[Path] = None, claimant: Optional[str] = None,
+                   lease: tuple[Optional[str], Optional[str]] = (None, None)) -> ChildSpec:
         return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
                          work=list(work), device=self.device, shape=self.shape, quick=self.quick,
                          result_path=str(result_path), check_only=self.check_only, probes=self.probes,
                          accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start,
                          draw_geometry=self.draw_geometry, claims_dir=str(claims_dir) if claims_dir else None,
-                         claimant=claimant)
+                         claimant=claimant, lease_dir=lease[0], lease_key=lease[1], serial=self.serial,
+                         cold_start_pool=self.cold_start_pool)
+
+    def lease_of(self, workdir: Path, gpu: Optional[int]) -> tuple[Optional[str], Optional[str]]:
+        """The lease (folder, key) of a child on `gpu`: one per GPU of a CUDA run, none on a CPU."""
+        if not (self.device == "cuda" if self.lease is None else self.lease):
+            return None, None
+        return str(workdir), f"gpu{0 if gpu is None else gpu}"
 
 
 def _tail(path: Path) -> str:
@@ -174,7 +186,8 @@ def remove_stale_workdirs(root: Optional[Path] = None) -> list[Path]:
 
 
 class ModeRunner:
-    """Runs mode jobs in child processes, one at a time per GPU slot."""
+    """Runs mode jobs in child processes, one at a time per slot; a GPU may have several slots, whose children
+    share it under its lease in the work directory (harness/gpu_lease.py)."""
 
     def __init__(self, options: ChildOptions, slots: list[Optional[int]], on_progress: ProgressFn):
         self.options, self.slots, self.on_progress = options, slots, on_progress
@@ -212,7 +225,8 @@ class ModeRunner:
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
         claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
-        spec = self.options.child_spec(mode_name, job.work, result_path, claims, name if claims else None)
+        spec = self.options.child_spec(mode_name, job.work, result_path, claims, name if claims else None,
+                                       self.options.lease_of(self.workdir, gpu))
         if self._stopping.is_set():  # before touching the work directory, which may be going away
             return self.not_started(job)
         if claims is not None:
