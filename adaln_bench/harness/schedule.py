@@ -61,7 +61,9 @@ def plan(free_bytes: Optional[int], cores_per_gpu: int, child_bytes: int, cold_s
     fits = []
     for pool in range(1, MAX_COLD_START_POOL + 1):
         by_memory = int(budget // (child_bytes + pool * cold_start_bytes))
-        by_cores = max(1, cores_per_gpu // (1 + pool))
+        by_cores = cores_per_gpu // (1 + pool)
+        if pool == 1:
+            by_cores = max(1, by_cores)  # one child and its one check, whatever the cores: what a serial run does
         children = min(MAX_CHILDREN_PER_GPU, by_memory, by_cores)
         if children >= 1:
             fits.append((children, pool))
