@@ -204,3 +204,35 @@ def test_without_a_lease_steps_never_wait_and_are_still_counted():
         now.t += 1.0
     times = clock.snapshot()
     assert times.phases_s == {PROBES: 1.0, LATENCY: 2.0} and times.waited_s == 0.0
+
+
+def test_each_gpu_has_its_own_lease(tmp_path):
+    # --gpus 0,1: latency on one GPU does not wait for work on the other.
+    gpu0, gpu1 = GpuLease(tmp_path, "gpu0"), GpuLease(tmp_path, "gpu1")
+    inside = threading.Barrier(2, timeout=10)
+    passed = []
+
+    def hold(lease, exclusive: bool) -> None:
+        with (lease.exclusive() if exclusive else lease.shared()):
+            inside.wait()
+            passed.append(lease.key)
+
+    threads = [threading.Thread(target=hold, args=(gpu0, True)), threading.Thread(target=hold, args=(gpu1, True))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert sorted(passed) == ["gpu0", "gpu1"]
+
+
+def test_a_child_gets_the_lease_of_its_gpu_on_cuda_only(tmp_path):
+    from adaln_bench.harness.runner import ChildOptions
+    from adaln_bench.harness.shapes import PRESETS
+
+    cuda = ChildOptions(device="cuda", shape=PRESETS["tiny"], quick=True, timeout_s=None)
+    assert cuda.lease_of(tmp_path, 1) == (str(tmp_path), "gpu1")
+    assert cuda.lease_of(tmp_path, None) == (str(tmp_path), "gpu0")  # the one visible GPU
+    cpu = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=None)
+    assert cpu.lease_of(tmp_path, None) == (None, None)
+    spec = cuda.child_spec("plain", (), tmp_path / "r.json", lease=cuda.lease_of(tmp_path, 1))
+    assert (spec.lease_dir, spec.lease_key, spec.serial, spec.cold_start_pool) == (str(tmp_path), "gpu1", False, 1)
