@@ -229,7 +229,7 @@ def run_command(
                            megatron_src=str(megatron_src) if megatron_src else None,
                            probes=not (latency_only or accuracy_only), accuracy=not latency_only,
                            latency=not accuracy_only, cold_start=cold_start and not accuracy_only,
-                           draw_geometry=geometry.name)
+                           draw_geometry=geometry.name, serial=serial)
     skipped_names = {m.name for m in skipped}
     schedule = None
     if run_device == "cuda":
