@@ -6,8 +6,8 @@ import sys
 import threading
 import time
 
-from adaln_bench.harness.gpu_lease import GpuLease, NoLease
-from adaln_bench.harness.step_clock import (ACCURACY, LATENCY, PROBES, STEP_TRACE_FIELDS, StepClock,
+from adaln_bench.harness.gpu_lease import GpuLease
+from adaln_bench.harness.step_clock import (ACCURACY, LATENCY, PROBES, STEP_TRACE_FIELDS, NoLease, StepClock,
                                             overlapping_exclusive)
 
 # A process that runs fake steps under the lease of `folder` and traces them: shared steps of 0.15 s, and one

@@ -17,7 +17,6 @@ from adaln_bench.harness import plan as P
 from adaln_bench.harness.accuracy import measure_accuracy
 from adaln_bench.harness.device_time import Reference, device_time_point
 from adaln_bench.harness.fingerprint import fingerprint
-from adaln_bench.harness.gpu_lease import NoLease
 from adaln_bench.harness.probes import probe_batch_invariance
 from adaln_bench.harness.protocol import ProgressWriter
 from adaln_bench.harness.step_clock import ACCURACY, LATENCY, PROBES, StepClock
@@ -48,7 +47,7 @@ def measure_candidate(subject: Subject, params: dict[str, torch.Tensor], shape: 
     processes, the latency of every size is one exclusive step, after the errors of every size."""
     impl = subject.impl
     progress = progress or ProgressWriter(impl.source, 0)
-    steps = steps or StepClock(NoLease())
+    steps = steps or StepClock()
     started = time.monotonic()
     prints = invariance = None
     if parts.probes:

@@ -18,11 +18,12 @@ not for a whole candidate's probes.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +44,16 @@ class StepTimes(BaseModel):
     waited_s: float = 0.0  # waiting for the lease
     exclusive_s: float = 0.0  # held exclusive: the GPU to itself
     peak_memory_bytes: int | None = None  # the most the process's allocator reserved on its GPU
+
+
+class NoLease:
+    """Where no GPU is shared (a CPU run, a measurement outside a child): every step goes ahead at once."""
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        yield
+
+    exclusive = shared
 
 
 class Step:
@@ -89,9 +100,9 @@ class Step:
 class StepClock:
     """Steps of one process under one lease, and their accounts (thread-safe: the cold-start pool uses it too)."""
 
-    def __init__(self, lease, serial: bool = False, now: Callable[[], float] = time.monotonic,
+    def __init__(self, lease=None, serial: bool = False, now: Callable[[], float] = time.monotonic,
                  sync: Callable[[], None] = lambda: None, trace_path: Optional[str] = None):
-        self.lease, self.serial, self.now, self.sync = lease, serial, now, sync
+        self.lease, self.serial, self.now, self.sync = lease or NoLease(), serial, now, sync
         self.trace_path = trace_path if trace_path is not None else os.environ.get(TRACE_VARIABLE)
         self._lock = threading.Lock()
         self.times = StepTimes()
