@@ -112,8 +112,12 @@ def _check_cold_start(spec: ChildSpec, op: str, name: str, index: int, forks, cl
     """The candidate's cold-start check, now or in the pool; its entry gets the result when it ends."""
 
     def check():
-        with clock.step(COLD_START):
-            return cold_start_of(spec, op, name, index, forks)
+        # The check takes the lease itself, after its imports (harness/cold_start.py); its whole process
+        # counts as the phase, its waits and exclusive seconds as its own clock counted them.
+        started = clock.now()
+        result = cold_start_of(spec, op, name, index, forks)
+        clock.absorb(COLD_START, clock.now() - started, _check_times(spec, index))
+        return result
 
     def done(result) -> None:
         with state.lock:
@@ -167,16 +171,31 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
     return measured
 
 
+def _cold_start_result(spec: ChildSpec, index: int) -> Path:
+    # Named after this child's result file: two parts of one mode run side by side in one folder.
+    return Path(spec.result_path).with_name(f"{Path(spec.result_path).stem}.cold-start.{index}.json")
+
+
+def _check_times(spec: ChildSpec, index: int):
+    """The step times a cold-start check left; None where it left none (it died first)."""
+    from adaln_bench.harness.cold_start import times_path
+    from adaln_bench.harness.step_clock import StepTimes
+
+    try:
+        return StepTimes.model_validate_json(times_path(str(_cold_start_result(spec, index))).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=None):
     """The candidate's cold-start check (harness/cold_start.py), in a process of its own beside this one: forked
     from `forks` where there is one, else a new interpreter."""
     from adaln_bench.harness.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
 
-    # Named after this child's result file: two parts of one mode run side by side in one folder.
-    result_path = Path(spec.result_path).with_name(f"{Path(spec.result_path).stem}.cold-start.{index}.json")
     cold = ColdStartSpec(mode=spec.mode, modes_file=spec.modes_file, megatron_src=spec.megatron_src, op=op,
                          candidate=candidate, device=spec.device, shape=spec.shape,
-                         draw_geometry=spec.draw_geometry, result_path=str(result_path))
+                         draw_geometry=spec.draw_geometry, result_path=str(_cold_start_result(spec, index)),
+                         lease_dir=spec.lease_dir, lease_key=spec.lease_key, serial=spec.serial)
     return check_cold_start(cold, TIMEOUT_S, forks.launch if forks is not None else in_new_interpreter)
 
 

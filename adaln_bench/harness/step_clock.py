@@ -131,6 +131,16 @@ class StepClock:
                     t.exclusive_s = round(t.exclusive_s + held, 3)
             t.waited_s = round(t.waited_s + waited, 3)
 
+    def absorb(self, phase: str, seconds: float, other: Optional[StepTimes]) -> None:
+        """Another process's time as one phase of this one (a cold-start check): `seconds` of it, with the
+        waits and the exclusive seconds its own clock counted."""
+        with self._lock:
+            t = self.times
+            t.phases_s = {**t.phases_s, phase: round(t.phases_s.get(phase, 0.0) + seconds, 3)}
+            if other is not None:
+                t.waited_s = round(t.waited_s + other.waited_s, 3)
+                t.exclusive_s = round(t.exclusive_s + other.exclusive_s, 3)
+
     def snapshot(self) -> StepTimes:
         with self._lock:
             return self.times.model_copy(deep=True)
