@@ -71,25 +71,22 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     mode = all_modes(spec.modes_file)[spec.mode]
     result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
     device = torch.device(spec.device)
-    clock.add(START_UP, held=time.monotonic() - BORN)
-    with clock.step(START_UP):
-        before = observe.dispatch_snapshot()
-        try:
-            switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
-        except Exception as exc:  # any failure to switch on makes the mode unavailable, with the reason
-            result.status, result.reason = "unavailable", f"{type(exc).__name__}: {exc}"
-            result.observed = observe.observe(mode, before, None)
-            result.complete = True
-            traceback.print_exc()
-            switch = None
-        if switch is not None:
-            if device.type == "cuda":  # after the switch: Megatron's te_native wants to be on before CUDA starts
-                torch.cuda.set_device(0)
-            result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
-            result.environment = torch_environment(spec.device)
-    if switch is None:
+    before = observe.dispatch_snapshot()
+    try:  # the switch is host work (a library's imports, settings): no lease
+        switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
+    except Exception as exc:  # any failure to switch on makes the mode unavailable, with the reason
+        result.status, result.reason = "unavailable", f"{type(exc).__name__}: {exc}"
+        result.observed = observe.observe(mode, before, None)
+        result.complete = True
+        traceback.print_exc()
         state.save()
         return result
+    clock.add(START_UP, held=time.monotonic() - BORN)  # the imports and the switch
+    with clock.step(START_UP):  # CUDA's start: the process's first GPU work
+        if device.type == "cuda":  # after the switch: Megatron's te_native wants to be on before CUDA starts
+            torch.cuda.set_device(0)
+        result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
+        result.environment = torch_environment(spec.device)
     announce_switched_on()
     notes = switch.switch.notes if switch.switch is not None else {}
     if "megatron_source_commit" in notes:
