@@ -79,3 +79,14 @@ def test_the_tightest_gpu_decides(monkeypatch):
     assert got.free_bytes == 12 * GIB
     monkeypatch.setattr(memory, "free_bytes_of", lambda gpus: [None] * len(gpus))
     assert S.schedule_for_run([op], PRESETS["h3"], False, [0], serial=False).children_per_gpu == 1
+
+
+def test_the_slots_of_a_run():
+    four = S.Schedule(2, 3, False, "")
+    assert S.worker_slots("cuda", [0, 1], 7, four, serial=False) == [0, 1, 0, 1]
+    assert S.worker_slots("cuda", [None], 7, S.SERIAL, serial=True) == [None]
+    # A CPU run deals a mode's operators over two children, unless it is serial or has one operator.
+    assert S.worker_slots("cpu", [None], 7, None, serial=False, cpus=16) == [None, None]
+    assert S.worker_slots("cpu", [None], 7, None, serial=True, cpus=16) == [None]
+    assert S.worker_slots("cpu", [None], 1, None, serial=False, cpus=16) == [None]
+    assert S.worker_slots("cpu", [None], 7, None, serial=False, cpus=1) == [None]

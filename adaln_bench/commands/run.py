@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
 import sys
 import time
 from dataclasses import replace
@@ -16,9 +15,6 @@ from adaln_bench.commands.device import resolve_device
 from adaln_bench.commands.run_checks import check_file_names, warn_loader_variables
 from adaln_bench.errors import UserError
 from adaln_bench.harness.shapes import Shape, resolve_shape
-
-# CPU children at once: each uses one torch thread, so two share a 2-core machine's work.
-CPU_CHILDREN = 2
 
 
 def _parse_gpus(gpus: Optional[str], device: str) -> list[Optional[int]]:
@@ -233,17 +229,15 @@ def run_command(
     skipped_names = {m.name for m in skipped}
     schedule = None
     if run_device == "cuda":
-        from adaln_bench.harness.schedule import schedule_for_run, slots_of
+        from adaln_bench.harness.schedule import schedule_for_run
 
         schedule = schedule_for_run(ops, shape, quick, slots, serial)
         options = replace(options, serial=schedule.serial, cold_start_pool=schedule.cold_start_pool)
-        slots = slots_of(slots, schedule)
         if not quiet:
             print(f"adaln-bench: schedule: {schedule.why}", file=sys.stderr)
-    if run_device == "cpu" and slots == [None] and len(ops) > 1 and not serial:
-        # Each CPU child uses one torch thread: the operators of a mode are dealt over the cores instead
-        # (one operator's modes run one after the other, as they always have).
-        slots = [None] * max(1, min(CPU_CHILDREN, os.cpu_count() or 1))
+    from adaln_bench.harness.schedule import worker_slots
+
+    slots = worker_slots(run_device, slots, len(ops), schedule, serial)
     jobs = make_jobs(selection, [m for m in modes if m.name not in skipped_names], interpreters,
                      parts=len(slots), shape=shape)
     outcomes: dict[str, ModeOutcome] = {}

@@ -15,7 +15,7 @@ import traceback
 import warnings
 from pathlib import Path
 
-from adaln_bench.harness.protocol import ChildResult, ChildSpec, ProgressWriter, announce_switched_on
+from adaln_bench.harness.protocol import ChildResult, ChildSpec, announce_switched_on
 from adaln_bench.reports.io import write_text_atomic
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is optional

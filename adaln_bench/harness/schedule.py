@@ -22,6 +22,8 @@ STEP_COPIES = 2  # see the module docstring: the probes' batch, or the FP64 accu
 MEMORY_SHARE = 0.8  # of the free memory: fragmentation and the estimate's error
 MAX_CHILDREN_PER_GPU = 4
 MAX_COLD_START_POOL = 3
+# CPU children at once: each uses one torch thread, so two share a 2-core machine's work.
+CPU_CHILDREN = 2
 
 
 @dataclass(frozen=True)
@@ -113,3 +115,17 @@ def slots_of(gpus: Sequence[Optional[int]], schedule: Schedule) -> list[Optional
     """One worker slot per child that may run at once: each GPU repeated `children_per_gpu` times, interleaved
     so that the first jobs spread over the GPUs."""
     return [g for _ in range(schedule.children_per_gpu) for g in gpus]
+
+
+def worker_slots(device: str, gpus: Sequence[Optional[int]], op_count: int, schedule: Optional[Schedule],
+                 serial: bool, cpus: Optional[int] = None) -> list[Optional[int]]:
+    """The run's slots, one per child at once. CUDA: the schedule's children on every GPU. CPU: each child uses one
+    torch thread, so the operators of a mode are dealt over the cores (up to CPU_CHILDREN); one operator's modes,
+    or a serial run, one child after another."""
+    import os
+
+    if device == "cuda" and schedule is not None:
+        return slots_of(gpus, schedule)
+    if device == "cpu" and list(gpus) == [None] and op_count > 1 and not serial:
+        return [None] * max(1, min(CPU_CHILDREN, cpus or os.cpu_count() or 1))
+    return list(gpus)
