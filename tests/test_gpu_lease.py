@@ -236,3 +236,23 @@ def test_a_child_gets_the_lease_of_its_gpu_on_cuda_only(tmp_path):
     assert cpu.lease_of(tmp_path, None) == (None, None)
     spec = cuda.child_spec("plain", (), tmp_path / "r.json", lease=cuda.lease_of(tmp_path, 1))
     assert (spec.lease_dir, spec.lease_key, spec.serial, spec.cold_start_pool) == (str(tmp_path), "gpu1", False, 1)
+
+
+def test_a_step_that_fails_hands_the_lease_back(tmp_path):
+    lease = GpuLease(tmp_path, "gpu0")
+    clock = StepClock(lease)
+    try:
+        with clock.step(LATENCY, exclusive=True):
+            raise RuntimeError("a candidate failed while timed")
+    except RuntimeError:
+        pass
+    taken = threading.Event()
+
+    def other() -> None:
+        with lease.exclusive():
+            taken.set()
+
+    thread = threading.Thread(target=other, daemon=True)
+    thread.start()
+    assert taken.wait(10)
+    assert LATENCY in clock.snapshot().phases_s

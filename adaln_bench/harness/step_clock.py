@@ -74,13 +74,15 @@ class Step:
 
     def _give(self, exc=None) -> None:
         held, self._held = self._held, None
+        if held is None:  # handed back already: a breathe whose sync failed
+            return
         try:
-            self.clock.sync()
+            self.clock.sync()  # no GPU work of this step in flight once the lease is handed back
+        finally:
             until = self.clock.now()
             self.clock.trace(self.phase, self.exclusive, self._since, until)
-        finally:
             held.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
-        self.clock.add(self.phase, held=until - self._since, exclusive=self.exclusive)
+            self.clock.add(self.phase, held=until - self._since, exclusive=self.exclusive)
 
     def __enter__(self) -> "Step":
         self._take()
