@@ -2,7 +2,7 @@
 
 One type from the command line to a candidate's build: the parent resolves it, the child receives it in its
 spec, and `BuildContext` carries it to the candidate. Operators declare their tensors' shapes in these
-symbols (adaln_bench/ops/sizes.py); a report records the sizes its operator reads (`reports.schema.Shape`).
+symbols (adaln_bench/ops/sizes.py); a report records the sizes its operator reads (`datamodel.schema.Shape`).
 """
 from __future__ import annotations
 

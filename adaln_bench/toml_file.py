@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adaln_bench.bounded_read import read_limited
 from adaln_bench.errors import UserError
 
 try:  # Python 3.11+
@@ -16,8 +17,6 @@ MAX_TOML_BYTES = 1024 * 1024
 
 
 def read_toml(path: str | Path, kind: str = "file") -> dict:
-    from adaln_bench.reports.load import read_limited
-
     p = Path(path)
     if not p.exists() and not p.is_symlink():
         raise UserError(f"{p}: no such {kind}")

@@ -109,7 +109,7 @@ def slowed_bundled(temb, w, b):
 
 def projection_subject(impl, shape):
     """A forward function of the projection as the harness measures it (inputs temb, w, b)."""
-    from adaln_bench.harness.subject import Subject
+    from adaln_bench.harness.measurement.subject import Subject
     from adaln_bench.ops.adaln_projection import OPERATOR
 
     return Subject.for_forward(OPERATOR, impl, shape)

@@ -6,7 +6,7 @@ their time there. `run` gives the same process boundary without that import: its
 directory, sys.path (what a new interpreter builds from PYTHONPATH), sys.argv, stdin (empty), stdout and stderr
 (read back as subprocess.run(capture_output=True, text=True) would), atexit handlers and exit code (-N when a
 signal N ended it), with torch imported first, by a process that has run no torch operation (forking is then
-safe; the harness forks its CPU cold-start checks the same way: adaln_bench/harness/fork_server.py).
+safe; the harness forks its CPU cold-start checks the same way: adaln_bench/harness/processes/fork_server.py).
 
 What differs from a new interpreter: torch was imported under the server's environment and sys.path, not the
 case's. So this is for tests whose subject is not the interpreter's start-up; a test that is about that (which

@@ -160,7 +160,7 @@ def run_main(argv: list[str]) -> Outcome:
 def check_loader(text: str, origin: str = "fuzz.json") -> Outcome:
     """The shared loader on a report's text: read (exit 0) or refused with a UserError (exit 2)."""
     from adaln_bench.errors import UserError
-    from adaln_bench.reports.io import parse_report
+    from adaln_bench.datamodel.io import parse_report
 
     try:
         parse_report(text, origin)

@@ -38,7 +38,7 @@ def test_a_bad_entry_point_keeps_raising(monkeypatch):
 
 
 def test_the_stock_candidates_name_the_diffusers_module_their_build_imports():
-    # What a CPU child imports before its cold-start fork server starts (harness/child.py).
+    # What a CPU child imports before its cold-start fork server starts (harness/processes/child.py).
     assert candidates.get("diffusers", "timestep_mlp").preload == ("diffusers.models.embeddings",)
     assert candidates.get("diffusers", "final_adaln_out").preload == (
         "diffusers.models.transformers.transformer_minimax_h3",)

@@ -8,8 +8,8 @@ import pytest
 
 from conftest import ROOT
 
-from adaln_bench.harness.claims import answering, claim, claimed_by
-from adaln_bench.harness.protocol import OpWork
+from adaln_bench.harness.processes.claims import answering, claim, claimed_by
+from adaln_bench.harness.processes.protocol import OpWork
 
 TESTS = Path(__file__).resolve().parent
 
@@ -54,8 +54,8 @@ def test_the_claimant_answers_then_a_part_that_answers_for_its_whole_list_then_n
 
 @pytest.mark.slow
 def test_a_part_that_crashes_leaves_the_other_operators_to_the_other_part(tmp_path, monkeypatch):
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(TESTS)]))
@@ -81,8 +81,8 @@ def test_a_part_that_crashes_leaves_the_other_operators_to_the_other_part(tmp_pa
 
 
 def test_on_two_cpu_slots_each_mode_gets_two_parts_with_one_list_heaviest_first():
-    from adaln_bench.harness.selection import jobs, select
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.assembly.selection import jobs, select
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
     from adaln_bench.ops.registry import all_operators
 

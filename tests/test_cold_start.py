@@ -8,19 +8,19 @@ import sys
 
 import pytest
 
-from adaln_bench.harness.cold_start import ColdStartSpec, check_cold_start
-from adaln_bench.reports.schema import ColdStart
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.processes.cold_start import ColdStartSpec, check_cold_start
+from adaln_bench.datamodel.schema import ColdStart
+from adaln_bench.harness.assembly.shapes import PRESETS
 from conftest import ROOT
 
 
-# A CPU child forks its checks from a server that has imported torch (harness/fork_server.py); that needs a
+# A CPU child forks its checks from a server that has imported torch (harness/processes/fork_server.py); that needs a
 # single-threaded process, which a pytest worker is not, so the fork cases run in a small driver process.
 _FORK_DRIVER = """
 import json, sys
 import torch
-from adaln_bench.harness import cold_start
-from adaln_bench.harness.fork_server import ForkServer
+from adaln_bench.harness.processes import cold_start
+from adaln_bench.harness.processes.fork_server import ForkServer
 spec = cold_start.ColdStartSpec.model_validate_json(sys.argv[1])
 server = ForkServer.start(cold_start.main, cold_start.in_new_interpreter)
 result = cold_start.check_cold_start(spec, float(sys.argv[2]), server.launch)
@@ -98,7 +98,7 @@ def test_a_process_with_a_second_thread_starts_no_fork_server(tmp_path):
     got = _driver(tmp_path, """
 import json, threading, time
 import torch
-from adaln_bench.harness.fork_server import ForkServer
+from adaln_bench.harness.processes.fork_server import ForkServer
 alone = ForkServer.start(lambda argv: 0, None)
 alone.close()
 threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
@@ -111,7 +111,7 @@ def test_when_the_server_is_gone_each_check_gets_an_interpreter(tmp_path):
     got = _driver(tmp_path, """
 import json, os, signal
 import torch
-from adaln_bench.harness.fork_server import ForkServer, Launched
+from adaln_bench.harness.processes.fork_server import ForkServer, Launched
 calls = []
 def fallback(path, timeout):
     calls.append(path)

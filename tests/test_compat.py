@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from adaln_bench.errors import UserError
-from adaln_bench.harness.selection import choose_operators
+from adaln_bench.harness.assembly.selection import choose_operators
 from adaln_bench.ops import candidates
 from adaln_bench.ops.compat import LEGACY_OPERATOR
 from adaln_bench.ops.registry import all_operators

@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from adaln_bench.harness.device_time import (
+from adaln_bench.harness.measurement.device_time import (
     DeviceTimeError,
     StopRule,
     calls_for_span,
@@ -234,7 +234,7 @@ def test_asking_for_cuda_device_time_without_cuda_is_a_clear_error():
 
 
 def _timing(method, samples, before=1980.0, after=1980.0, noise=0.004, error=None, warmup_ms=200.0):
-    from adaln_bench.harness.device_time import DeviceTiming, clock_dropped, median
+    from adaln_bench.harness.measurement.device_time import DeviceTiming, clock_dropped, median
 
     return DeviceTiming(method=method, median_us=median(samples), samples_us=samples, rel_noise=noise,
                         stop_reason="stable", calls_per_sample=14, sm_clock_mhz_before=before,
@@ -243,7 +243,7 @@ def _timing(method, samples, before=1980.0, after=1980.0, noise=0.004, error=Non
 
 
 def test_one_process_becomes_the_reports_device_time():
-    from adaln_bench.harness.device_time import device_time_entry
+    from adaln_bench.harness.measurement.device_time import device_time_entry
 
     fwd = _timing("cuda_graph", [145.12345, 145.5, 146.0], before=1980.0, after=1980.0)
     fwd_bwd = _timing("queued", [480.0, 481.0, 482.0], before=1965.0, after=1800.0, noise=math.inf,
@@ -263,7 +263,7 @@ def test_one_process_becomes_the_reports_device_time():
 
 
 def test_a_point_on_the_cpu_has_no_device_time():
-    from adaln_bench.harness.device_time import device_time_point
+    from adaln_bench.harness.measurement.device_time import device_time_point
 
     calls = []
     assert device_time_point(lambda: calls.append(1), lambda: calls.append(2), torch.device("cpu")) is None
@@ -274,7 +274,7 @@ def test_a_point_on_the_cpu_has_no_device_time():
 
 
 def test_paired_ratios_pair_round_by_round_or_not_at_all():
-    from adaln_bench.harness.device_time import paired_ratios
+    from adaln_bench.harness.measurement.device_time import paired_ratios
 
     assert paired_ratios([120.0, 130.0], [100.0, 100.0]) == [1.2, 1.3]
     assert paired_ratios([120.0], [100.0, 100.0]) is None  # counts differ: not the same rounds
@@ -282,7 +282,7 @@ def test_paired_ratios_pair_round_by_round_or_not_at_all():
 
 
 def test_a_point_is_sampled_beside_the_reference_and_keeps_its_ratio():
-    from adaln_bench.harness.device_time import Reference, point_entry
+    from adaln_bench.harness.measurement.device_time import Reference, point_entry
 
     # A clock that drops halfway through moves both alike: the ratio stays 0.9 in every round.
     cand = _timing("cuda_graph", [108.0, 108.0, 126.0, 126.0])
@@ -302,7 +302,7 @@ def test_a_point_is_sampled_beside_the_reference_and_keeps_its_ratio():
 
 
 def test_a_point_whose_capture_fails_beside_the_reference_is_measured_alone_and_says_why():
-    from adaln_bench.harness.device_time import Reference, point_entry
+    from adaln_bench.harness.measurement.device_time import Reference, point_entry
 
     def interleaved(fns):
         raise RuntimeError("operation not permitted when stream is capturing")

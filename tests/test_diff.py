@@ -29,7 +29,7 @@ from adaln_bench.reports.diff import (
     diff_reports,
     exit_code,
 )
-from adaln_bench.reports.schema import Distribution, Report
+from adaln_bench.datamodel.schema import Distribution, Report
 from adaln_bench.reports.thresholds import Thresholds, resolve_thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -602,6 +602,16 @@ def test_bad_rev_or_path_exit_2_one_line(git_repo, capsys, arg):
     code, out, err = run_main(["diff", arg, "results/r.json"], capsys)
     assert (code, out) == (EXIT_BAD_INPUT, "")
     assert err.startswith(f"adaln-bench: {arg}: ") and err.count("\n") == 1
+
+
+def test_rev_path_to_a_folder_or_a_huge_blob_exit_2_before_reading(git_repo, capsys, monkeypatch):
+    from adaln_bench.reports import git_source
+
+    code, out, err = run_main(["diff", "HEAD:results", "results/r.json"], capsys)
+    assert (code, out) == (EXIT_BAD_INPUT, "") and "a tree in git, not a report file" in err
+    monkeypatch.setattr(git_source, "MAX_REPORT_BYTES", 1000)  # the committed report is larger than this
+    code, out, err = run_main(["diff", "HEAD:results/r.json", "results/r.json"], capsys)
+    assert (code, out) == (EXIT_BAD_INPUT, "") and "more than a report may be" in err and err.count("\n") == 1
 
 
 def test_rev_path_outside_a_repository_exit_2(tmp_path, monkeypatch, capsys):

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_main
 
 from adaln_bench.reports.diff import EXIT_NOT_COMPARABLE, EXIT_OK, EXIT_REGRESSION, diff_reports, exit_code
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.schema import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@ the two bitwise equal, forward and every gradient, for each operator diffusers h
 import pytest
 import torch
 
-from adaln_bench.harness.subject import as_outputs
+from adaln_bench.harness.measurement.subject import as_outputs
 from adaln_bench.ops import candidates
 from adaln_bench.ops import stock_candidate
 from adaln_bench.ops.adaln_projection import candidates as projection

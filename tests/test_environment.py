@@ -3,7 +3,7 @@ import json
 import subprocess
 import sys
 
-from adaln_bench.harness import environment as E
+from adaln_bench.harness.measurement import environment as E
 
 
 def test_library_keys_are_the_reference_reports(reference_path):

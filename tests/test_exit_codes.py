@@ -51,7 +51,7 @@ def test_nothing_measured_because_every_pair_failed_is_4(tmp_path):
 def test_an_exception_in_a_worker_thread_is_that_pairs_failure(tmp_path, capsys, monkeypatch):
     """A fault in the parent while running one mode (here: starting its child) fails that mode with the message;
     the other mode is measured, the report is complete and the exit code says a pair failed."""
-    from adaln_bench.harness import runner
+    from adaln_bench.harness.processes import runner
 
     real = runner._ChildProcess
 
@@ -93,14 +93,14 @@ def test_bad_environment_entries_are_refused_before_anything_runs(tmp_path, env_
 
 def test_exit_code_precedence():
     """Interrupt before nothing-measured before a failed pair before --strict's unavailable pairs."""
-    from adaln_bench.harness.exit_status import run_exit
-    from adaln_bench.reports.io import read_report
+    from adaln_bench.harness.assembly.exit_status import run_exit
+    from adaln_bench.datamodel.io import read_report
 
     report = read_report(next((TESTS.parent / "results").rglob("adaln_projection.h200.853103e.json")))
     assert run_exit(report, strict=False) == (0, None)
     assert run_exit(report, strict=False, signal_code=143) == (143, None)
     entries = report.results["plain"]
-    from adaln_bench.reports.schema import CandidateUnavailable
+    from adaln_bench.datamodel.schema import CandidateUnavailable
 
     first = next(iter(entries))
     entries[first] = CandidateUnavailable(unavailable="x", status="timeout")

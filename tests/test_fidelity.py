@@ -12,7 +12,7 @@ from conftest import run_main
 from adaln_bench.errors import UserError
 from adaln_bench.ops.registry import all_operators, get_operator
 from adaln_bench.reports.fidelity import compare_operator, drawn_differently, gpu_sms
-from adaln_bench.reports.io import parse_report, read_report
+from adaln_bench.datamodel.io import parse_report, read_report
 from adaln_bench.reports.report_sets import by_operator, load_path, load_sides
 
 REPO = Path(__file__).resolve().parent.parent

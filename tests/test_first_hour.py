@@ -19,7 +19,7 @@ def _summary_text(path, width=100):
 
     from rich.console import Console
 
-    from adaln_bench.reports.io import read_report
+    from adaln_bench.datamodel.io import read_report
     from adaln_bench.reports.render import print_summary
 
     console = Console(file=io.StringIO(), width=width, color_system=None)
@@ -57,7 +57,7 @@ def test_a_true_flag_over_nonzero_counts_shows_the_counts_verdict(tmp_path):
         for record in inv["all_rows"].values():
             record["rowgrad_differ"] = 3
 
-    from adaln_bench.reports.io import read_report
+    from adaln_bench.datamodel.io import read_report
     from adaln_bench.reports.render import invariance_verdict
 
     path = _edited_reference(tmp_path, edit)
@@ -93,7 +93,7 @@ def test_work_directories_of_a_dead_parent_are_removed_at_the_next_start(tmp_pat
     import subprocess
     import sys
 
-    from adaln_bench.harness.runner import OWNER_FILE, remove_stale_workdirs
+    from adaln_bench.harness.processes.runner import OWNER_FILE, remove_stale_workdirs
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True)
@@ -112,8 +112,8 @@ def test_work_directories_of_a_dead_parent_are_removed_at_the_next_start(tmp_pat
 def test_the_runner_records_its_pid_in_its_work_directory():
     import os
 
-    from adaln_bench.harness.runner import OWNER_FILE, ChildOptions, ModeRunner
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.processes.runner import OWNER_FILE, ChildOptions, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
 
     options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=10)
     with ModeRunner(options, [None], lambda mode, event: None) as runner:
@@ -122,11 +122,11 @@ def test_the_runner_records_its_pid_in_its_work_directory():
 
 
 def test_a_mode_the_child_reported_unavailable_stays_unavailable_after_a_timeout():
-    from adaln_bench.harness.protocol import ChildResult, OpWork
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.processes.protocol import ChildResult, OpWork
+    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
-    from adaln_bench.reports.schema import CandidateUnavailable
+    from adaln_bench.datamodel.schema import CandidateUnavailable
 
     options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=1)
     work = (OpWork(op="adaln_projection", candidates=["diffusers", "bundled"]),)
@@ -278,7 +278,7 @@ def test_diff_hides_informational_rows_unless_asked_and_says_how_many():
 
 
 def test_the_u_test_note_is_in_words():
-    from adaln_bench.reports.stats import LatencyVerdict, StatVerdict
+    from adaln_bench.datamodel.stats import LatencyVerdict, StatVerdict
 
     past = LatencyVerdict(StatVerdict.WORSE, 1.152, 1e-41, 3e-40, 0.002, 0.05, 300, 300)
     assert past.describe() == "+15.2 %, past ±5% (U test: p = 3e-40 that it is not; 300 vs 300 samples)"
@@ -288,7 +288,7 @@ def test_the_u_test_note_is_in_words():
 
 
 def test_a_cpu_run_estimated_over_a_minute_gets_an_estimate_line():
-    from adaln_bench.harness.cpu_estimate import CPU_LIMIT_S, estimate_line
+    from adaln_bench.harness.assembly.cpu_estimate import CPU_LIMIT_S, estimate_line
 
     what = "flux --quick on the CPU: about 4 min per measured (mode, candidate) pair (estimated here)"
     assert estimate_line(30, what) is None  # a short run says nothing
@@ -317,7 +317,7 @@ def test_the_plot_leaves_out_empty_panels_and_says_latency_is_host_inclusive():
     from conftest import REFERENCE
 
     from adaln_bench.reports.plot import drawn_panels, panel_title, panels
-    from adaln_bench.reports.schema import Report
+    from adaln_bench.datamodel.schema import Report
 
     data = json.loads(REFERENCE.read_text())
     full, latency = Report.model_validate(data), Report.model_validate(_latency_only(data))
@@ -348,7 +348,7 @@ def test_a_latency_only_plot_has_two_panels_and_unit_ticks(tmp_path):
     from conftest import REFERENCE
 
     from adaln_bench.reports.plot import plot_reports
-    from adaln_bench.reports.schema import Report
+    from adaln_bench.datamodel.schema import Report
 
     latency = Report.model_validate(_latency_only(json.loads(REFERENCE.read_text())))
     out = plot_reports([("lat.json", latency)], tmp_path / "p.png")

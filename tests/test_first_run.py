@@ -6,9 +6,9 @@ import pytest
 
 from conftest import run_cli, run_cli_forked
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.cpu_estimate import plan_work
-from adaln_bench.harness.probes import planned_runs
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.assembly.cpu_estimate import plan_work
+from adaln_bench.harness.measurement.probes import planned_runs
 
 
 @pytest.mark.slow

@@ -6,16 +6,16 @@ import sys
 import threading
 import time
 
-from adaln_bench.harness.gpu_lease import GpuLease
-from adaln_bench.harness.step_clock import (ACCURACY, LATENCY, PROBES, STEP_TRACE_FIELDS, NoLease, StepClock,
-                                            overlapping_exclusive)
+from adaln_bench.harness.processes.gpu_lease import GpuLease
+from adaln_bench.harness.measurement.step_clock import (ACCURACY, LATENCY, PROBES, STEP_TRACE_FIELDS, NoLease,
+                                                        StepClock, overlapping_exclusive)
 
 # A process that runs fake steps under the lease of `folder` and traces them: shared steps of 0.15 s, and one
 # exclusive (latency) step between them.
 _WORKER = """
 import sys, time
-from adaln_bench.harness.gpu_lease import GpuLease
-from adaln_bench.harness.step_clock import StepClock
+from adaln_bench.harness.processes.gpu_lease import GpuLease
+from adaln_bench.harness.measurement.step_clock import StepClock
 folder, trace, serial = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 clock = StepClock(GpuLease(folder, "gpu0"), serial=serial, trace_path=trace)
 for phase, exclusive in (("probes", False), ("latency", True), ("accuracy", False), ("cold start", False)):
@@ -226,8 +226,8 @@ def test_each_gpu_has_its_own_lease(tmp_path):
 
 
 def test_a_child_gets_the_lease_of_its_gpu_on_cuda_only(tmp_path):
-    from adaln_bench.harness.runner import ChildOptions
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.processes.runner import ChildOptions
+    from adaln_bench.harness.assembly.shapes import PRESETS
 
     cuda = ChildOptions(device="cuda", shape=PRESETS["tiny"], quick=True, timeout_s=None)
     assert cuda.lease_of(tmp_path, 1) == (str(tmp_path), "gpu1")

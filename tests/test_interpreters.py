@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from envhelpers import ROOT, add_pth, different_copy, make_venv, put_first
 
-from adaln_bench.harness.interpreters import (
+from adaln_bench.harness.processes.interpreters import (
     check_interpreter,
     is_this_interpreter,
     package_source_sha256,

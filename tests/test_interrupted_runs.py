@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT, run_cli_forked
 
-from adaln_bench.reports.io import read_report
+from adaln_bench.datamodel.io import read_report
 from adaln_bench.reports.naming import RunName, incomplete_path, index_path, report_path
 from adaln_bench.reports.run_output import write_run
 
@@ -30,7 +30,7 @@ def _report(incomplete: bool = False, measured: bool = True):
     report = read_report(_committed("adaln_projection.h200.fd00ad3.h3.plain.json")).model_copy(deep=True)
     report.incomplete = incomplete
     if not measured:
-        from adaln_bench.reports.schema import CandidateUnavailable
+        from adaln_bench.datamodel.schema import CandidateUnavailable
 
         report.results = {mode: {name: CandidateUnavailable(unavailable="deliberate", status="crashed")
                                  for name in cands} for mode, cands in report.results.items()}
@@ -124,9 +124,9 @@ def test_readers_of_folders_pass_over_incomplete_reports(tmp_path):
 
 
 def test_a_mode_whose_child_did_not_end_in_time_is_said_started_then_stopped():
-    from adaln_bench.harness.protocol import OpWork
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.processes.protocol import OpWork
+    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
     options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=10)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from conftest import run_cli_forked
 
-from adaln_bench.harness.job_queue import JobQueue
+from adaln_bench.harness.processes.job_queue import JobQueue
 
 
 @dataclass(frozen=True)

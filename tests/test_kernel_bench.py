@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from adaln_bench.ops.adaln_projection.inputs import make_params
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.kernel_bench import bits, child
 from adaln_bench.kernel_bench.floors import forward_backward_work, forward_work, rates
 from adaln_bench.kernel_bench.subjects import SpecError, parse_library
@@ -141,7 +141,7 @@ def test_cli_says_it_needs_a_gpu(tmp_path):
 
 
 def test_interleaved_sampling_takes_every_callable_in_turn_until_all_are_stable():
-    from adaln_bench.harness.device_time import StopRule, sample_interleaved
+    from adaln_bench.harness.measurement.device_time import StopRule, sample_interleaved
 
     order: list[str] = []
 
@@ -213,7 +213,7 @@ def test_the_step_timeline_takes_each_kernels_median_duration_and_the_gap_before
 
 
 def test_kernel_bench_keeps_the_warm_ups_median_beside_the_kept_one():
-    from adaln_bench.harness.device_time import DeviceTiming
+    from adaln_bench.harness.measurement.device_time import DeviceTiming
     from adaln_bench.kernel_bench.child import summary
 
     t = DeviceTiming(method="cuda_graph", median_us=117.5, samples_us=[117.5] * 20, rel_noise=0.001,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.harness.subject import Subject
+from adaln_bench.harness.assembly.shapes import PRESETS
+from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.kernel_bench import op_bits, targets
 from adaln_bench.kernel_bench.op_child import copies, stock_subject
 from adaln_bench.kernel_bench.op_table import combine, document_markdown, failed_bits, not_invariant

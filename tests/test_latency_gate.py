@@ -4,10 +4,10 @@ import random
 
 import pytest
 
-from adaln_bench.reports.io import read_report
+from adaln_bench.datamodel.io import read_report
 from adaln_bench.reports.latency_gate import fallback_note, gate_device_time
-from adaln_bench.reports.schema import AccuracyLatency, DeviceTime, Report
-from adaln_bench.reports.stats import StatVerdict
+from adaln_bench.datamodel.schema import AccuracyLatency, DeviceTime, Report
+from adaln_bench.datamodel.stats import StatVerdict
 
 
 def _point(centre, rel_sd=0.003, n=200, seed=0, processes=3, method="cuda_graph", fwd_bwd=True, throttled=False,
@@ -56,7 +56,7 @@ def test_a_method_change_and_throttling_are_named():
 
 def _beside(point, ref_centre, seed, what="cuBLAS", clock=1.0):
     """`point` with a reference sampled beside it: its own samples over `clock`, at `ref_centre` × clock."""
-    from adaln_bench.reports.schema import DeviceReference
+    from adaln_bench.datamodel.schema import DeviceReference
 
     rng = random.Random(seed)
     dt = point.device_time

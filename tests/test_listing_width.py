@@ -80,7 +80,7 @@ def test_piped_output_follows_columns():
 
 
 def test_piped_console_is_80_wide_without_columns(monkeypatch):
-    from adaln_bench.reports.listing import listing_console
+    from adaln_bench.reports.terminal import stdout_console as listing_console
 
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setattr("sys.stdout.isatty", lambda: False, raising=False)
@@ -89,3 +89,16 @@ def test_piped_console_is_80_wide_without_columns(monkeypatch):
     assert listing_console().width == 132
     monkeypatch.setenv("COLUMNS", "wide")  # not a number: as if unset
     assert listing_console().width == 80
+
+
+def test_report_piped_fits_80_columns():
+    """`report` follows the listings' rule (reports/terminal.py; `envs list` prints through the same console):
+    piped without COLUMNS, no line is over 80 columns."""
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "results" / "h200" / "adaln_projection"
+    report = sorted(committed.glob("adaln_projection.h200.*.h3.plain.json"))[0]
+    proc = run_cli_forked("report", str(report), env={"COLUMNS": ""})
+    assert proc.returncode == 0, proc.stderr
+    widths = [len(line.rstrip()) for line in proc.stdout.splitlines()]
+    assert widths and max(widths) <= 80

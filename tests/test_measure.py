@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from adaln_bench.harness import plan as P
+from adaln_bench.harness.measurement import plan as P
 from adaln_bench.ops.adaln_projection.inputs import make_params
-from adaln_bench.harness.measure import Parts, measure_candidate
-from adaln_bench.harness.protocol import ChildSpec, OpWork
-from adaln_bench.harness.runner import ChildOptions
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.measurement.measure import Parts, measure_candidate
+from adaln_bench.harness.processes.protocol import ChildSpec, OpWork
+from adaln_bench.harness.processes.runner import ChildOptions
+from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.ops.adaln_projection import replay
 from adaln_bench.ops.candidates import Implementation
 from fixture_candidates import projection_subject

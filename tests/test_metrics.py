@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from adaln_bench.reports import metrics
+from adaln_bench.datamodel import metrics
 from adaln_bench.reports.diff import EXIT_REGRESSION, Verdict, diff_reports, exit_code
 from adaln_bench.reports.diff_render import format_value
 from adaln_bench.reports.plot import GREEN, GREY, RED, invariance_cells, panels
 from adaln_bench.reports.render import invariance_verdict, markdown
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.schema import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = [ROOT / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json",

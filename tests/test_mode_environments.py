@@ -11,13 +11,13 @@ from conftest import REFERENCE, run_main
 from adaln_bench.envs.file import choose_interpreters
 from adaln_bench.envs.build import EnvPlan, env_python
 from adaln_bench.envs.file import EnvsFile, parse_python_options, read_envs_file, write_envs_file
-from adaln_bench.envs.frameworks import FRAMEWORKS, merge_pins, modes_of, parse_pin
+from adaln_bench.modes.frameworks import FRAMEWORKS, merge_pins, modes_of, parse_pin
 from adaln_bench.errors import UserError
 from adaln_bench.modes.registry import all_modes
 from adaln_bench.reports.diff import diff_reports
-from adaln_bench.reports.mode_environments import environment_differences, modes_with_other_inputs
+from adaln_bench.datamodel.mode_environments import environment_differences, modes_with_other_inputs
 from adaln_bench.reports.render import markdown
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.schema import Report
 
 PARENT = "/opt/main/bin/python"
 VLLM_ENV = "/opt/envs/vllm/bin/python"

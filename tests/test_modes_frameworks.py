@@ -384,8 +384,8 @@ def test_run_through_the_harness_records_what_each_mode_did(tmp_path):
     proc = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
 
-    from adaln_bench.reports.io import read_report
-    from adaln_bench.reports.schema import CandidateResult, CandidateUnavailable
+    from adaln_bench.datamodel.io import read_report
+    from adaln_bench.datamodel.schema import CandidateResult, CandidateUnavailable
 
     report = read_report(out)
     assert list(report.results) == ["sglang", "vllm", "megatron_triton", "plain"]

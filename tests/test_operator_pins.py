@@ -5,15 +5,15 @@ import importlib
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.input_fingerprint import input_fingerprint
-from adaln_bench.harness.random_rows import draw
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.input_fingerprint import input_fingerprint
+from adaln_bench.harness.measurement.random_rows import draw
+from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.ops.draws import draw_params, packed_layout
 from adaln_bench.ops.plan import SINUSOID, TIMESTEP, TOKEN
 from adaln_bench.ops.registry import all_operators, get_operator, operator_package
 from adaln_bench.reports.diff import diff_reports
-from adaln_bench.reports.io import read_report
+from adaln_bench.datamodel.io import read_report
 from conftest import ROOT
 
 CPU = torch.device("cpu")

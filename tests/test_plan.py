@@ -1,8 +1,8 @@
 """The probe plan's derived numbers must be exactly those of docs/spec.md#4-batch-invariance-probes and the reference report's."""
 import json
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.probes import planned_runs
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.probes import planned_runs
 
 
 def test_sweep_matches_reference_report(reference_path):

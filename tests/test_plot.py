@@ -10,7 +10,7 @@ import pytest
 from conftest import run_main
 
 from adaln_bench.reports.plot import GREEN, GREY, RED, Cell, invariance_cells, pair_label, pairs, series
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.schema import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "b200" / "adaln_projection" / "adaln_projection.b200.prior-art.json"

@@ -1,8 +1,8 @@
 """The probes on fake candidates whose batch dependence is known, so every count can be derived by hand."""
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.probes import RunOutput, probe_batch_invariance
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.probes import RunOutput, probe_batch_invariance
 
 
 class FakeRunner:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import torch
 
 import fixture_candidates as fx
-from adaln_bench.harness import plan as P
+from adaln_bench.harness.measurement import plan as P
 from adaln_bench.ops.adaln_projection.inputs import make_params
-from adaln_bench.harness.random_rows import draw, probe_random_rows
-from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.harness.workload import Workload
+from adaln_bench.harness.measurement.random_rows import draw, probe_random_rows
+from adaln_bench.harness.assembly.shapes import PRESETS
+from adaln_bench.harness.measurement.workload import Workload
 from adaln_bench.ops.candidates import Implementation
 from fixture_candidates import projection_subject
 

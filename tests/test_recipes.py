@@ -4,7 +4,7 @@ import json
 import pytest
 
 from adaln_bench.errors import UserError
-from adaln_bench.modes.recipes import load_recipe_file
+from adaln_bench.modes.recipe_file import load_recipe_file
 from adaln_bench.modes.registry import all_modes
 from conftest import run_cli_forked
 

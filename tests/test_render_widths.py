@@ -8,7 +8,7 @@ from rich.console import Console
 
 from conftest import ROOT
 
-from adaln_bench.reports.io import read_report
+from adaln_bench.datamodel.io import read_report
 from adaln_bench.reports.render import print_summary
 
 REPORTS = [

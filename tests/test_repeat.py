@@ -3,18 +3,18 @@ import contextlib
 
 import pytest
 
-from adaln_bench.harness.repeat import (
+from adaln_bench.harness.assembly.repeat import (
     RepeatedRun,
     interleaved_order,
     latency_only,
     merge_candidate,
     merge_device_times,
 )
-from adaln_bench.harness.protocol import OpWork
-from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
+from adaln_bench.harness.processes.protocol import OpWork
+from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
 from adaln_bench.modes.registry import all_modes
 from adaln_bench.shape import Shape
-from adaln_bench.reports.schema import (
+from adaln_bench.datamodel.schema import (
     AccuracyLatency,
     CandidateResult,
     CandidateUnavailable,
@@ -76,7 +76,7 @@ def test_merging_pools_samples_and_takes_the_median_of_the_pool():
 
 
 def test_merging_pools_the_reference_in_the_same_order_so_that_its_samples_still_pair():
-    from adaln_bench.reports.schema import DeviceReference
+    from adaln_bench.datamodel.schema import DeviceReference
 
     a = _dt([9.0, 18.0], [30.0, 60.0])
     b = _dt([27.0, 9.0, 9.0], [90.0, 30.0, 30.0])
@@ -232,7 +232,7 @@ def test_a_real_repeat_starts_a_latency_only_child(tmp_path):
 
 
 def test_a_repetition_keeps_the_modes_interpreter_and_drops_candidates_without_a_result():
-    from adaln_bench.harness.repeat import repeat_jobs
+    from adaln_bench.harness.assembly.repeat import repeat_jobs
 
     modes = all_modes()
     jobs = [ModeJob(modes["vllm"], _work("diffusers", "bundled"), "/envs/vllm/bin/python"),

@@ -19,8 +19,8 @@ import pytest
 
 import report_fuzz as fuzz
 from adaln_bench.errors import UserError
-from adaln_bench.reports.io import read_report, report_to_dict
-from adaln_bench.reports.load import MAX_REPORT_BYTES, parse_report
+from adaln_bench.datamodel.io import read_report, report_to_dict
+from adaln_bench.datamodel.load import MAX_REPORT_BYTES, parse_report
 from conftest import ROOT, run_main
 
 REFUSED_LABELS = ("huge_int", "deep_5000", "inf", "-inf", "nan", "dict_nested_40")
@@ -257,7 +257,7 @@ RECIPE_PLACES = ["recipes = {}\n", "recipes = {{ e = {} }}\n", "[recipes.r]\nenv
 
 
 def test_a_modes_file_of_wrong_types_is_one_line_and_exit_2(tmp_path, capsys):
-    from adaln_bench.modes.recipes import load_recipe_file
+    from adaln_bench.modes.recipe_file import load_recipe_file
 
     path = tmp_path / "modes.toml"
     failures, refused = [], []

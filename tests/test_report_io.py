@@ -6,8 +6,8 @@ import os
 import pytest
 
 from adaln_bench.errors import NotAReportError, UserError
-from adaln_bench.reports.io import read_report, report_to_dict, write_report
-from adaln_bench.reports.schema import CandidateResult, Report
+from adaln_bench.datamodel.io import read_report, report_to_dict, write_report
+from adaln_bench.datamodel.schema import CandidateResult, Report
 
 
 def test_reference_report_round_trips(reference_path, tmp_path):
@@ -73,7 +73,7 @@ def _versioned(reference_path, tmp_path, version):
 def test_a_newer_schema_version_is_refused_on_every_command(reference_path, tmp_path, capsys):
     from conftest import run_main
 
-    from adaln_bench.reports.schema import SCHEMA_VERSION
+    from adaln_bench.datamodel.schema import SCHEMA_VERSION
 
     newer = _versioned(reference_path, tmp_path, SCHEMA_VERSION + 1)
     expected = (f"adaln-bench: {newer}: schema_version {SCHEMA_VERSION + 1} is newer than this adaln-bench reads "
@@ -90,7 +90,7 @@ def test_a_malformed_schema_version_is_refused(reference_path, tmp_path, version
 
 
 def test_known_and_missing_schema_versions_read(reference_path, tmp_path):
-    from adaln_bench.reports.schema import SCHEMA_VERSION
+    from adaln_bench.datamodel.schema import SCHEMA_VERSION
 
     assert "schema_version" not in json.loads(reference_path.read_text())  # RL-Kernel's format has none
     assert read_report(reference_path).schema_version is None

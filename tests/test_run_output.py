@@ -4,8 +4,8 @@ import errno
 import json
 from pathlib import Path
 
-from adaln_bench.reports import io as report_io
-from adaln_bench.reports.io import read_report, write_report_or_keep
+from adaln_bench.datamodel import io as report_io
+from adaln_bench.datamodel.io import read_report, write_report_or_keep
 from adaln_bench.reports.naming import RunName, index_path, report_path, shape_tag
 from adaln_bench.shape import Shape
 from conftest import REFERENCE

@@ -9,8 +9,8 @@ import pytest
 from conftest import ROOT, run_main
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports import io as report_io
-from adaln_bench.reports.io import check_writable, read_report, write_report_or_keep
+from adaln_bench.datamodel import io as report_io
+from adaln_bench.datamodel.io import check_writable, read_report, write_report_or_keep
 
 TINY = ("run", "--device", "cpu", "--preset", "tiny", "--quick", "--quiet", "--no-cold-start", "--mode", "plain")
 # /proc takes no new files, whatever the user: root included, for whom os.access says every path is writable.
@@ -106,7 +106,7 @@ def _run_reports(incomplete: bool):
 
 
 def test_a_signal_after_the_last_mode_is_said_as_what_the_file_holds():
-    from adaln_bench.harness.exit_status import closing
+    from adaln_bench.harness.assembly.exit_status import closing
 
     code, lines = closing(_run_reports(False), None, False, 143, "stopped by SIGTERM", "SIGTERM")
     assert code == 143 and lines == ["SIGTERM arrived after the last mode had finished; the report is complete"]
@@ -115,7 +115,7 @@ def test_a_signal_after_the_last_mode_is_said_as_what_the_file_holds():
 
 
 def test_a_report_measured_but_not_written_is_exit_5_said_once():
-    from adaln_bench.harness.exit_status import closing
+    from adaln_bench.harness.assembly.exit_status import closing
 
     failed = "/x/r.json: cannot write: No space left on device; the report was kept in /tmp/k/r.1.json"
     code, lines = closing(_run_reports(False), failed, False, None, None, "SIGINT")

@@ -92,9 +92,9 @@ def test_interrupt_keeps_finished_modes_and_marks_incomplete(tmp_path):
 
 
 def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
-    from adaln_bench.harness.protocol import OpWork
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.processes.protocol import OpWork
+    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(TESTS)]))
@@ -118,10 +118,10 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
 
 def test_children_sharing_a_gpu_lease_keep_latency_alone_and_overlap_the_rest(tmp_path, monkeypatch):
     # Two modes' children at once on one (fake) GPU: the CPU run takes the lease as a CUDA run does.
-    from adaln_bench.harness.protocol import OpWork
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
-    from adaln_bench.harness.shapes import PRESETS
-    from adaln_bench.harness.step_clock import TRACE_VARIABLE, overlapping_exclusive
+    from adaln_bench.harness.processes.protocol import OpWork
+    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
+    from adaln_bench.harness.measurement.step_clock import TRACE_VARIABLE, overlapping_exclusive
     from adaln_bench.modes.registry import all_modes
 
     trace = tmp_path / "steps.jsonl"

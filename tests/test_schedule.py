@@ -1,6 +1,6 @@
 """How much runs side by side on one GPU: memory and cores cap it, --serial and an unknown free memory make it one."""
-from adaln_bench.harness import schedule as S
-from adaln_bench.harness.schedule import GIB, plan, slots_of
+from adaln_bench.harness.assembly import schedule as S
+from adaln_bench.harness.assembly.schedule import GIB, plan, slots_of
 
 
 def test_a_roomy_gpu_gets_the_most_children_and_the_largest_pool():
@@ -49,7 +49,7 @@ def test_slots_repeat_each_gpu_interleaved():
 
 
 def test_estimates_come_from_the_largest_operator_step():
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.ops.registry import get_operator
 
     shape = PRESETS["h3"]
@@ -62,15 +62,15 @@ def test_estimates_come_from_the_largest_operator_step():
 
 
 def test_a_serial_run_asks_the_gpu_nothing(monkeypatch):
-    import adaln_bench.harness.gpu_memory as memory
+    import adaln_bench.harness.processes.gpu_memory as memory
 
     monkeypatch.setattr(memory, "free_bytes_of", lambda gpus: (_ for _ in ()).throw(AssertionError("asked")))
     assert S.schedule_for_run([], None, False, [0], serial=True) == S.SERIAL
 
 
 def test_the_tightest_gpu_decides(monkeypatch):
-    import adaln_bench.harness.gpu_memory as memory
-    from adaln_bench.harness.shapes import PRESETS
+    import adaln_bench.harness.processes.gpu_memory as memory
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.ops.registry import get_operator
 
     monkeypatch.setattr(memory, "free_bytes_of", lambda gpus: [130 * GIB, 12 * GIB][: len(gpus)])

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 
-from adaln_bench.reports.io import read_report, write_report
+from adaln_bench.datamodel.io import read_report, write_report
 
 
 @pytest.mark.parametrize("umask, expected", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from adaln_bench.reports.stats import (
+from adaln_bench.datamodel.stats import (
     DEFAULT_ALPHA,
     DEFAULT_THRESHOLD,
     StatVerdict,

@@ -1,9 +1,9 @@
 """The run index's account of the time: per phase and per mode, the repeats apart, the GPU-exclusive seconds."""
 from types import SimpleNamespace
 
-from adaln_bench.harness.protocol import ChildResult
-from adaln_bench.harness.step_clock import StepTimes
-from adaln_bench.harness.time_accounting import run_time
+from adaln_bench.harness.processes.protocol import ChildResult
+from adaln_bench.harness.measurement.step_clock import StepTimes
+from adaln_bench.harness.assembly.time_accounting import run_time
 
 
 def _job(key: str, mode: str):

@@ -132,7 +132,7 @@ def test_candidate_registered_and_unavailable_without_a_gpu(monkeypatch):
 
 
 def test_kernel_bench_targets_floors_and_error_bound():
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.kernel_bench import floors, targets as T
 
     # issue 43's table: T < 64, 64 <= T < 2048, T >= 2048

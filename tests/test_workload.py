@@ -2,10 +2,10 @@
 import torch
 import torch.nn.functional as F
 
-from adaln_bench.harness.accuracy import measure_accuracy, rel_err
+from adaln_bench.harness.measurement.accuracy import measure_accuracy, rel_err
 from adaln_bench.ops.adaln_projection.inputs import make_params, make_temb, make_upstream
-from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.harness.workload import Workload
+from adaln_bench.harness.assembly.shapes import PRESETS
+from adaln_bench.harness.measurement.workload import Workload
 from adaln_bench.ops.adaln_projection import replay
 from adaln_bench.ops.candidates import Implementation
 from fixture_candidates import projection_subject
@@ -76,7 +76,7 @@ def test_fingerprint_hashes_the_tensor_bytes_without_numpy():
 
     code = ("import sys; sys.modules['numpy'] = None\n"
             "import torch\n"
-            "from adaln_bench.harness.fingerprint import sha256\n"
+            "from adaln_bench.harness.measurement.fingerprint import sha256\n"
             "print(sha256(torch.arange(4, dtype=torch.int16)[1:]))\n")
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)

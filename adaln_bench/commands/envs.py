@@ -50,8 +50,8 @@ def create_command(
     """Create (or reuse) one environment per framework from this checkout's extras; write the envs file."""
     from adaln_bench.envs.build import BuildResult, EnvPlan, build_env, choose_installer, source_checkout
     from adaln_bench.envs.file import EnvsFile, read_envs_file, write_envs_file
-    from adaln_bench.envs.frameworks import FRAMEWORKS, get_framework, merge_pins, modes_of, parse_pin
-    from adaln_bench.harness.interpreters import InterpreterChecks, resolve_interpreter
+    from adaln_bench.modes.frameworks import FRAMEWORKS, get_framework, merge_pins, modes_of, parse_pin
+    from adaln_bench.harness.processes.interpreters import InterpreterChecks, resolve_interpreter
 
     chosen = [get_framework(name) for name in dict.fromkeys(frameworks or list(FRAMEWORKS))]
     tool = choose_installer(installer)
@@ -107,9 +107,9 @@ def list_command(
 ) -> None:
     """The environments that exist, what each holds, and whether it runs this adaln_bench."""
     from adaln_bench.envs.build import env_python, existing_envs, installed_versions
-    from adaln_bench.envs.frameworks import FRAMEWORKS, modes_of
-    from adaln_bench.harness.interpreters import InterpreterChecks
-    from adaln_bench.reports.render import wide_console
+    from adaln_bench.modes.frameworks import FRAMEWORKS, modes_of
+    from adaln_bench.harness.processes.interpreters import InterpreterChecks
+    from adaln_bench.reports.terminal import stdout_console
 
     rows, checks = [], InterpreterChecks()
     for path, stamp in existing_envs(Path(os.path.abspath(directory))):
@@ -144,4 +144,4 @@ def list_command(
         installed = " ".join(f"{k} {v or '—'}" for k, v in r["versions"].items())
         table.add_row(r["framework"] or "?", escape(r["python"]), r["python_version"] or "—", escape(installed),
                       escape(" ".join(r["requirements"]) or "—"), " ".join(r["modes"]), escape(r["adaln_bench"]))
-    wide_console().print(table)
+    stdout_console().print(table)

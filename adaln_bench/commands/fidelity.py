@@ -39,7 +39,7 @@ def fidelity_command(
     Reports are paired by operator. Prints Markdown. Exit 0 when every candidate measured on both sides has the same verdict, 1 when one differs or none was measured on both, 2 for bad input (no such file, not a report), 3 when the reports are not comparable (a CPU or quick report, another shape, no operator on both sides).
     """
     from adaln_bench.reports.fidelity import compare_sets, sets_not_comparable, to_markdown
-    from adaln_bench.reports.io import write_text_atomic
+    from adaln_bench.datamodel.io import write_text_atomic
     from adaln_bench.reports.display import for_display
     from adaln_bench.reports.report_sets import LoadedReport, by_operator, load_sides
 

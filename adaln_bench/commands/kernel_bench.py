@@ -118,11 +118,11 @@ def kernel_bench_command(
     Exit 0 when every process ran and every library kept its bits across batch sizes; 1 when a library
     was not invariant or a subject or process failed; 2 for bad input or no GPU.
     """
-    from adaln_bench.harness.environment import tool_git_state
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.measurement.environment import tool_git_state
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.kernel_bench.subjects import SpecError, parse_library
     from adaln_bench.kernel_bench.table import combine, document_markdown, not_invariant
-    from adaln_bench.reports.io import write_text_atomic
+    from adaln_bench.datamodel.io import write_text_atomic
 
     if op:
         from adaln_bench.commands.kernel_bench_ops import ops_command

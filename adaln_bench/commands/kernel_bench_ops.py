@@ -60,11 +60,11 @@ def mlp_floors(shape, sizes: list[int]) -> dict:
 
 def ops_command(op: list[str], candidates: list[str], sizes: Optional[str], processes: int, bits: bool, shape: str,
                 out: Path, name: Optional[str], process_timeout: float, budget: Optional[float] = None) -> None:
-    from adaln_bench.harness.environment import tool_git_state
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.measurement.environment import tool_git_state
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.kernel_bench.op_table import combine, document_markdown, failed_bits
     from adaln_bench.ops.registry import get_operator
-    from adaln_bench.reports.io import write_text_atomic
+    from adaln_bench.datamodel.io import write_text_atomic
 
     if shape not in PRESETS:
         raise UserError(f"--shape {shape!r}: known presets are {', '.join(PRESETS)}")

@@ -9,7 +9,6 @@ from typing import List, Optional
 import typer
 
 from adaln_bench.commands.device import resolve_device
-from adaln_bench.reports.listing import modes_details, modes_table, print_listing
 
 
 def modes_command(
@@ -27,8 +26,8 @@ def modes_command(
 ) -> None:
     """Every mode: its environment, whether it switches on here, the library version, and why not."""
     from adaln_bench.envs.file import choose_interpreters
-    from adaln_bench.harness.runner import ChildOptions, ModeJob, ModeRunner
-    from adaln_bench.harness.shapes import PRESETS
+    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
     modes = list(all_modes(str(modes_file) if modes_file else None).values())
@@ -68,6 +67,8 @@ def modes_command(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
+    from adaln_bench.reports.listing import modes_details, modes_table, print_listing
+
     print_listing(modes_details(rows) if details else modes_table(rows))
 
 
@@ -77,7 +78,7 @@ def candidates_command(
     details: bool = typer.Option(False, "--details", help="Each candidate's description beside why not."),
 ) -> None:
     """Every registered candidate of every operator, whether it can run here, and why not."""
-    from adaln_bench.reports.listing import candidate_rows, candidates_details, candidates_table
+    from adaln_bench.reports.listing import candidate_rows, candidates_details, candidates_table, print_listing
 
     rows = candidate_rows(op)
     if as_json:
@@ -91,7 +92,7 @@ def ops_command(
     details: bool = typer.Option(False, "--details", help="Each operator's tensors, probes and stock path."),
 ) -> None:
     """Every operator: its tensors, sizes, candidates and modes."""
-    from adaln_bench.reports.listing import ops_details, ops_rows, ops_table
+    from adaln_bench.reports.listing import ops_details, ops_rows, ops_table, print_listing
 
     rows = ops_rows()
     if as_json:
@@ -104,7 +105,7 @@ def env_command(
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
 ) -> None:
     """The environment a report would record: device, torch, CUDA, Python, library versions (JSON)."""
-    from adaln_bench.harness.environment import tool_git_state, torch_environment
+    from adaln_bench.harness.measurement.environment import tool_git_state, torch_environment
 
     env = torch_environment(resolve_device(device))
     commit, dirty = tool_git_state()

@@ -14,7 +14,7 @@ def report_command(
     counts: T = 3, 256, 2048 (timesteps) for the timestep operators, the S (tokens) measured for the
     per-token ones."""
     from adaln_bench.reports.display import for_display
-    from adaln_bench.reports.io import read_report
+    from adaln_bench.datamodel.io import read_report
     from adaln_bench.reports.render import markdown as to_markdown, print_summary
 
     report = for_display(read_report(file))

@@ -14,7 +14,7 @@ import typer
 from adaln_bench.commands.device import resolve_device
 from adaln_bench.commands.run_checks import check_file_names, warn_loader_variables
 from adaln_bench.errors import UserError
-from adaln_bench.harness.shapes import Shape, resolve_shape
+from adaln_bench.harness.assembly.shapes import Shape, resolve_shape
 
 
 def _parse_gpus(gpus: Optional[str], device: str) -> list[Optional[int]]:
@@ -60,7 +60,7 @@ def _check_environments(modes) -> None:
 
 def _check_cpu_cost(ops, shape: Shape, quick: bool, yes: bool) -> None:
     """A shape that would take hours on the CPU runs only with --yes; otherwise one line says why not."""
-    from adaln_bench.harness.cpu_estimate import (CPU_LIMIT_S, describe_seconds, estimate_line, estimate_seconds,
+    from adaln_bench.harness.assembly.cpu_estimate import (CPU_LIMIT_S, describe_seconds, estimate_line, estimate_seconds,
                                                   needs_estimate)
 
     costly = [op for op in ops if needs_estimate(op, shape)]
@@ -92,7 +92,7 @@ def _draw_geometry(text: str, device: str):
 
 def run_name(device: str, shape: Shape, quick: bool, latency_only: bool, modes, all_modes: bool, geometry=None,
              accuracy_only: bool = False):
-    from adaln_bench.harness.environment import gpu_slug, tool_git_state
+    from adaln_bench.harness.measurement.environment import gpu_slug, tool_git_state
     from adaln_bench.reports.naming import RunName, shape_tag
 
     slug = gpu_slug() if device == "cuda" else "cpu"
@@ -165,15 +165,15 @@ def run_command(
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report per operator."""
     from adaln_bench.commands.progress import RunProgress
     from adaln_bench.envs.file import choose_interpreters
-    from adaln_bench.harness import exit_status
-    from adaln_bench.harness.assemble import RunContext, assemble_report
-    from adaln_bench.harness.claims import answering
-    from adaln_bench.harness.repeat import RepeatedRun
-    from adaln_bench.harness.runner import ChildOptions, ModeOutcome, ModeRunner
-    from adaln_bench.harness.selection import check_candidates, choose_operators, jobs as make_jobs, select
-    from adaln_bench.harness.stop_signals import StopSignals
-    from adaln_bench.harness.time_accounting import run_time
-    from adaln_bench.reports.io import check_writable
+    from adaln_bench.harness.assembly import exit_status
+    from adaln_bench.harness.assembly.assemble import RunContext, assemble_report
+    from adaln_bench.harness.processes.claims import answering
+    from adaln_bench.harness.assembly.repeat import RepeatedRun
+    from adaln_bench.harness.processes.runner import ChildOptions, ModeOutcome, ModeRunner
+    from adaln_bench.harness.assembly.selection import check_candidates, choose_operators, jobs as make_jobs, select
+    from adaln_bench.harness.processes.stop_signals import StopSignals
+    from adaln_bench.harness.assembly.time_accounting import run_time
+    from adaln_bench.datamodel.io import check_writable
     from adaln_bench.reports.run_output import write_run
 
     if repeat < 1:
@@ -229,13 +229,13 @@ def run_command(
     skipped_names = {m.name for m in skipped}
     schedule = None
     if run_device == "cuda":
-        from adaln_bench.harness.schedule import schedule_for_run
+        from adaln_bench.harness.assembly.schedule import schedule_for_run
 
         schedule = schedule_for_run(ops, shape, quick, slots, serial)
         options = replace(options, serial=schedule.serial, cold_start_pool=schedule.cold_start_pool)
         if not quiet:
             print(f"adaln-bench: schedule: {schedule.why}", file=sys.stderr)
-    from adaln_bench.harness.schedule import worker_slots
+    from adaln_bench.harness.assembly.schedule import worker_slots
 
     slots = worker_slots(run_device, slots, len(ops), schedule, serial)
     jobs = make_jobs(selection, [m for m in modes if m.name not in skipped_names], interpreters,
@@ -289,7 +289,7 @@ def run_command(
         reports = {}
         for operator in ops:
             per_mode = {}
-            for m in modes:  # the part of each mode that measured the operator (harness/claims.py)
+            for m in modes:  # the part of each mode that measured the operator (harness/processes/claims.py)
                 found = answering(operator.name, [j for j in jobs if j.mode.name == m.name], outcomes,
                                   runner.not_reached)
                 if found is not None:
@@ -310,7 +310,7 @@ def run_command(
 
 
 def _job_of(mode, operator, selection):
-    from adaln_bench.harness.protocol import OpWork
-    from adaln_bench.harness.runner import ModeJob
+    from adaln_bench.harness.processes.protocol import OpWork
+    from adaln_bench.harness.processes.runner import ModeJob
 
     return ModeJob(mode, (OpWork(op=operator.name, candidates=selection.per_op[operator.name][mode.name]),))

@@ -23,7 +23,7 @@ def summary_command(
     Exit codes: 0 written (with --check: the file is current); 1 with --check when the file differs; 2 bad input (no
     such folder, no reports in it).
     """
-    from adaln_bench.reports.io import write_text_atomic
+    from adaln_bench.datamodel.io import write_text_atomic
     from adaln_bench.reports.summary import summary_markdown
 
     if not results.is_dir():

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal, Optional
 
-from adaln_bench.envs.frameworks import Framework
+from adaln_bench.modes.frameworks import Framework
 from adaln_bench.errors import UserError
-from adaln_bench.reports.io import write_text_atomic
+from adaln_bench.datamodel.io import write_text_atomic
 
 STAMP = "adaln-bench-env.json"
 Installer = Literal["uv", "pip"]
@@ -48,7 +48,7 @@ def choose_installer(requested: str) -> Installer:
 
 def source_checkout() -> Path:
     """The checkout this adaln_bench runs from: its extras are what an environment is built from."""
-    from adaln_bench.harness.environment import tool_root
+    from adaln_bench.harness.measurement.environment import tool_root
 
     root = tool_root()
     if not (root / "pyproject.toml").is_file():

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from adaln_bench.errors import UserError
-from adaln_bench.harness.interpreters import resolve_interpreter
-from adaln_bench.reports.io import write_text_atomic
+from adaln_bench.harness.processes.interpreters import resolve_interpreter
+from adaln_bench.datamodel.io import write_text_atomic
 from adaln_bench.toml_file import read_toml
 
 TABLES = ("python", "pins")
@@ -99,7 +99,7 @@ def parse_python_options(values: Iterable[str]) -> dict[str, str]:
 def choose_interpreters(python: list[str], envs_file: Optional[Path], modes, modes_file: Optional[str]) -> dict[str, str]:
     """Mode -> interpreter for the chosen modes that run under another one: the envs file's [python]
     table, overridden by `--python`. Names that are no mode are the user's mistake."""
-    from adaln_bench.harness.interpreters import is_this_interpreter
+    from adaln_bench.harness.processes.interpreters import is_this_interpreter
     from adaln_bench.modes.registry import all_modes
 
     table: dict[str, str] = {}

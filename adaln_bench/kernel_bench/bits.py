@@ -13,10 +13,10 @@ from typing import Callable, Optional
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.accuracy import measure_accuracy
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.accuracy import measure_accuracy
 from adaln_bench.ops.adaln_projection.inputs import Params, make_temb, make_upstream
-from adaln_bench.harness.subject import Subject as HarnessSubject
+from adaln_bench.harness.measurement.subject import Subject as HarnessSubject
 from adaln_bench.ops.adaln_projection import OPERATOR
 from adaln_bench.ops.candidates import Implementation
 from adaln_bench.shape import Shape

@@ -14,18 +14,18 @@ from typing import Callable, Optional
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.device_time import DeviceTiming, StopRule, measure_interleaved
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.device_time import DeviceTiming, StopRule, measure_interleaved
 from adaln_bench.ops.adaln_projection.inputs import Params, make_params, make_temb, make_upstream
-from adaln_bench.harness.measure import training_step
-from adaln_bench.harness.subject import Subject as HarnessSubject
+from adaln_bench.harness.measurement.measure import training_step
+from adaln_bench.harness.measurement.subject import Subject as HarnessSubject
 from adaln_bench.ops.adaln_projection import OPERATOR
 from adaln_bench.ops.candidates import Implementation
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.kernel_bench import bits
 from adaln_bench.kernel_bench.process import child_main, log
 from adaln_bench.kernel_bench.subjects import Subject, cublas_subject, library_subject, parse_library
-from adaln_bench.reports.stats import median
+from adaln_bench.datamodel.stats import median
 from adaln_bench.shape import Shape
 
 # Per T and kind, all subjects together: 0.5 % noise on each median, or the caps.

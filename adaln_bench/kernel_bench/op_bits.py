@@ -12,11 +12,11 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.accuracy import measure_accuracy
-from adaln_bench.harness.probes import RunOutput
-from adaln_bench.harness.subject import Subject
-from adaln_bench.harness.workload import Workload
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.accuracy import measure_accuracy
+from adaln_bench.harness.measurement.probes import RunOutput
+from adaln_bench.harness.measurement.subject import Subject
+from adaln_bench.harness.measurement.workload import Workload
 from adaln_bench.shape import Shape
 
 SEED = P.FULL.seeds[0]

@@ -20,12 +20,12 @@ from typing import Callable
 
 import torch
 
-from adaln_bench.harness import plan as P
-from adaln_bench.harness.device_time import DeviceTiming, StopRule, measure_interleaved, median_ratio
-from adaln_bench.harness.measure import training_step
-from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.harness.subject import Subject
-from adaln_bench.harness.timing import time_call
+from adaln_bench.harness.measurement import plan as P
+from adaln_bench.harness.measurement.device_time import DeviceTiming, StopRule, measure_interleaved, median_ratio
+from adaln_bench.harness.measurement.measure import training_step
+from adaln_bench.harness.assembly.shapes import PRESETS
+from adaln_bench.harness.measurement.subject import Subject
+from adaln_bench.harness.measurement.timing import time_call
 from adaln_bench.kernel_bench import op_bits
 from adaln_bench.kernel_bench.op_table import COPY, COPY_KERNEL, COPY_MEMCPY, STOCK
 from adaln_bench.kernel_bench.process import child_main, log

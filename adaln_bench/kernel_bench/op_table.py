@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from adaln_bench.kernel_bench import targets as T
-from adaln_bench.reports.stats import median
+from adaln_bench.datamodel.stats import median
 
 STOCK, COPY = "stock", "copy"  # the subjects every size has: the operator's stock path, the copy of its bytes
 COPY_MEMCPY, COPY_KERNEL = "copy:memcpy", "copy:kernel"  # the copy's two ways; COPY's figure is the faster's

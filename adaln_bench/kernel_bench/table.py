@@ -10,7 +10,7 @@ from typing import Optional
 
 from adaln_bench.kernel_bench.floors import Ceilings, forward_backward_work, forward_work, rates
 from adaln_bench.kernel_bench.subjects import CUBLAS
-from adaln_bench.reports.stats import median
+from adaln_bench.datamodel.stats import median
 from adaln_bench.shape import Shape
 
 KINDS = ("fwd", "fwd_bwd")

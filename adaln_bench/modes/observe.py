@@ -15,7 +15,7 @@ import torch
 
 from adaln_bench.modes._import import file_sha256
 from adaln_bench.modes.registry import Mode, Switch
-from adaln_bench.reports.schema import ModeObservation
+from adaln_bench.datamodel.schema import ModeObservation
 
 # The aten ops an AdaLN projection (and the batch-invariant libraries) can route through. Names without
 # an overload are registered that way by the libraries (vLLM's "aten::softmax"), so both are watched.

@@ -7,12 +7,13 @@ from then name no operator. Each of them still means the projection, through thi
 - `run --dim/--hidden/--modalities` and `run --preset flux` (sizes only the projection takes);
 - `run --candidate module:function` without `--op`, and a candidate (entry point of `adaln_bench.candidates`,
   `Candidate(...)`, `BuildContext(...)`, `get(name)`) that names no operator;
-- the import path `adaln_bench.kernels.registry` (deprecated: import from adaln_bench.ops.candidates);
+- the import path `adaln_bench.kernels.registry` (deprecated: import from adaln_bench.ops.candidates), an alias of
+  ops/legacy_registry.py (adaln_bench/moved_modules.py);
 - the nightly workflow's `baseline` input naming one report file (a `REV:dir` names every operator's).
 
 Deprecated, because the form is odd today: `--out X.json` without `--op` (pass `--op adaln_projection`) and
 the `adaln_bench.kernels.registry` import path (it warns). Both keep working. `run` passes the first form it
-was given to harness/selection.py, which applies this rule; a new form of this kind belongs here.
+was given to harness/assembly/selection.py, which applies this rule; a new form of this kind belongs here.
 """
 from __future__ import annotations
 

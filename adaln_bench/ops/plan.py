@@ -2,7 +2,7 @@
 
 Every operator belongs to a `Family` (docs/spec.md#23-size-families): timestep operators (T), token
 operators (S), and timestep_sinusoid's own. The arithmetic of the probes (sub-batch ranges, the sweep's
-sizes and rows) is in adaln_bench/harness/plan.py.
+sizes and rows) is in adaln_bench/harness/measurement/plan.py.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class RandomRowsPlan:
-    """The seeded random probe (harness/random_rows.py)."""
+    """The seeded random probe (harness/measurement/random_rows.py)."""
 
     rng_seed: int
     data_seed: int  # the seeded batch (data_seed, pool) the rows come from

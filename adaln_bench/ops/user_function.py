@@ -11,7 +11,7 @@ import importlib.util
 import re
 
 from adaln_bench.errors import UserError
-from adaln_bench.ops.candidates import BuildContext, Candidate, Implementation
+from adaln_bench.ops.candidate_types import BuildContext, Candidate, Implementation
 from adaln_bench.ops.compat import LEGACY_OPERATOR
 
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

@@ -16,8 +16,8 @@ from adaln_bench.errors import NotAReportError, UserError
 from adaln_bench.reports.current import NATIVE, Facts, facts
 from adaln_bench.reports.git_source import git_show
 from adaln_bench.reports.git_tree import Repository
-from adaln_bench.reports.io import parse_report
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.io import parse_report
+from adaln_bench.datamodel.schema import Report
 
 H3 = "h3"  # the shape of a run that names none, as adaln_bench.reports.current names shapes
 PRIOR_ART = "prior-art"  # RL-Kernel's reference report: <op>.<gpu>.prior-art.json in the operator's folder

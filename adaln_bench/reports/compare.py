@@ -23,7 +23,7 @@ from adaln_bench.reports.diff import EXIT_BAD_INPUT, EXIT_NOT_COMPARABLE, EXIT_O
 from adaln_bench.reports.diff_render import diff_to_json, render_markdown, render_rich
 from adaln_bench.reports.git_source import load_report
 from adaln_bench.reports.git_tree import Repository
-from adaln_bench.reports.io import read_report
+from adaln_bench.datamodel.io import read_report
 from adaln_bench.reports.thresholds import Thresholds
 
 RUNS = "runs"  # the run index's folder beside the operators' folders: not a report

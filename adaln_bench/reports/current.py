@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from adaln_bench.reports.naming import is_incomplete_file
-from adaln_bench.reports.schema import CandidateResult, Report
+from adaln_bench.datamodel.schema import CandidateResult, Report
 
 HISTORY = "history"
 EVIDENCE = "evidence"  # results/<gpu>/evidence/: reports kept as evidence, outside the rule
@@ -189,7 +189,7 @@ def current_reports(folder: Path, read: Optional[Callable[[Path], Optional[Repor
 def read_if_report(path: Path) -> Optional[Report]:
     """The report in a file, or None when it is not one (a run index, a kernel-bench output, anything else)."""
     from adaln_bench.errors import NotAReportError, UserError
-    from adaln_bench.reports.io import parse_report
+    from adaln_bench.datamodel.io import parse_report
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Iterable, Optional
 
-from adaln_bench.reports import metrics
-from adaln_bench.reports.format import Value, duration, plain
-from adaln_bench.reports.metrics import INVARIANT as INVARIANCE_METRIC, PointMetric
-from adaln_bench.reports.schema import (
+from adaln_bench.datamodel import metrics
+from adaln_bench.datamodel.format import Value, duration, plain
+from adaln_bench.datamodel.metrics import INVARIANT as INVARIANCE_METRIC, PointMetric
+from adaln_bench.datamodel.schema import (
     PRIOR_ART_KIND,
     AccuracyLatency,
     BatchInvariance,
@@ -36,7 +36,7 @@ from adaln_bench.reports.schema import (
     Distribution,
     Report,
 )
-from adaln_bench.reports.mode_environments import ENVIRONMENT_FIELDS, parent_value
+from adaln_bench.datamodel.mode_environments import ENVIRONMENT_FIELDS, parent_value
 from adaln_bench.reports.latency_gate import gate_device_time
 from adaln_bench.reports.thresholds import Thresholds
 

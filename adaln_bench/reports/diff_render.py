@@ -1,7 +1,7 @@
 """Rendering a `ReportDiff` for people and machines: a rich table, Markdown for a PR comment, or JSON.
 
 The verdicts come from the pure engine in adaln_bench.reports.diff; this module only presents them, with
-numbers written by adaln_bench.reports.format.
+numbers written by adaln_bench.datamodel.format.
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 import sys
 from dataclasses import asdict
 
-from adaln_bench.reports import format as fmt
-from adaln_bench.reports import metrics
+from adaln_bench.datamodel import format as fmt
+from adaln_bench.datamodel import metrics
 from adaln_bench.reports.diff import (
     AVAILABILITY_METRIC,
     INVARIANCE_METRIC,
@@ -22,7 +22,7 @@ from adaln_bench.reports.diff import (
     Value,
     Verdict,
 )
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.schema import Report
 from adaln_bench.reports.thresholds import thresholds_as_dict
 
 VERDICT_STYLE = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.schema import Report
 
 # A stderr tail or a reason is shown whole up to this; a 400,000-character word would take rich minutes to fold.
 VALUE_CHARS = 2000

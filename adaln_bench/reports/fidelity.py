@@ -17,7 +17,7 @@ from math import prod
 from typing import TYPE_CHECKING, Literal, Mapping, Optional
 
 from adaln_bench.reports.diff import device_kind
-from adaln_bench.reports.schema import PRIOR_ART_KIND, AccuracyLatency, CandidateResult, Report
+from adaln_bench.datamodel.schema import PRIOR_ART_KIND, AccuracyLatency, CandidateResult, Report
 from adaln_bench.shape import SYMBOLS, Shape
 
 if TYPE_CHECKING:  # the operators' declarations import torch: read only when a comparison needs them

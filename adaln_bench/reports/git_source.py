@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Optional
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports.io import parse_report, read_report
-from adaln_bench.reports.schema import Report
+from adaln_bench.bounded_read import size_text
+from adaln_bench.datamodel.io import parse_report, read_report
+from adaln_bench.datamodel.schema import Report
+from adaln_bench.datamodel.load import MAX_REPORT_BYTES
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,27 @@ def parse_source(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Rep
     return ReportSource(text, path, rev)
 
 
+def _check_blob(spec: str, cwd) -> None:
+    """Refuse, before reading it, what is not a file or is larger than any report may be: `git show` would
+    print a folder's listing, or read a huge blob whole into memory."""
+    proc = subprocess.run(["git", "cat-file", "--batch-check"], input=f"{spec}\n".encode(), cwd=cwd,
+                          capture_output=True, timeout=60, check=False)
+    fields = proc.stdout.decode("utf-8", "replace").split()
+    if proc.returncode != 0 or len(fields) != 3:
+        return  # not a repository, or a bad rev or path: `git show` below says which in git's words
+    kind, size = fields[1], fields[2]
+    if kind != "blob":
+        raise UserError(f"{spec}: a {kind} in git, not a report file")
+    if size.isdigit() and int(size) > MAX_REPORT_BYTES:
+        raise UserError(f"{spec}: {size_text(int(size))} in git, more than a report may be "
+                        f"({size_text(MAX_REPORT_BYTES)})")
+
+
 def git_show(rev: str, path: str, cwd: Optional[str | os.PathLike[str]] = None) -> bytes:
     """The text of `path` at `rev` in the repository around `cwd`; a bad rev or path is a UserError."""
     spec = f"{rev}:{path}"
     try:
+        _check_blob(spec, cwd)
         proc = subprocess.run(
             ["git", "show", spec], cwd=cwd, capture_output=True, timeout=60, check=False,
         )

@@ -1,7 +1,7 @@
 """Which latency figure a diff gates on, and the verdict on device time (issue 9).
 
 By default a latency row is judged on device time (`accuracy_latency.<T>.device_time`) with the test of
-`reports/stats.py`: the ratio of the pooled medians past the threshold and a Mann-Whitney U test past it
+`datamodel/stats.py`: the ratio of the pooled medians past the threshold and a Mann-Whitney U test past it
 at alpha. When both sides hold the same reference sampled beside the candidate (`device_time.reference`),
 the test runs on the candidate's samples over the reference's, round by round, instead of on the times.
 When either side has no device time (RL-Kernel's report, a CPU run, a report written before device time
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from adaln_bench.reports.schema import AccuracyLatency, DeviceTime
-from adaln_bench.reports.stats import DEFAULT_ALPHA, StatVerdict, latency_verdict, median
+from adaln_bench.datamodel.schema import AccuracyLatency, DeviceTime
+from adaln_bench.datamodel.stats import DEFAULT_ALPHA, StatVerdict, latency_verdict, median, paired_ratios
 
 METRIC_SAMPLES = {"fwd_us": ("fwd_us", "fwd_samples"), "fwd_bwd_us": ("fwd_bwd_us", "fwd_bwd_samples")}
 
@@ -46,8 +46,6 @@ def device_samples(point: Optional[AccuracyLatency], metric: str) -> Optional[tu
 
 def reference_ratios(dt: DeviceTime, metric: str, samples: list[float]) -> Optional[list[float]]:
     """The candidate's samples of `metric` over the reference's of the same round, if the entry has them."""
-    from adaln_bench.harness.device_time import paired_ratios
-
     ref = dt.reference
     if ref is None:
         return None

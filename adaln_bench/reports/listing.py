@@ -2,8 +2,6 @@
 reads at 80 columns (names never split), and the details behind --details as blocks that read at any width."""
 from __future__ import annotations
 
-import os
-import sys
 from typing import Optional, Sequence
 
 from rich import box
@@ -16,6 +14,7 @@ from rich.text import Text
 from adaln_bench.ops import candidates as registry
 from adaln_bench.ops.registry import all_operators, get_operator
 from adaln_bench.ops.sizes import dims_text
+from adaln_bench.reports.terminal import stdout_console
 
 
 def ops_rows() -> list[dict]:
@@ -176,16 +175,8 @@ def modes_details(rows: list[dict]) -> list[RenderableType]:
 # --- shared pieces ---------------------------------------------------------------------------------------
 
 
-def listing_console() -> Console:
-    """stdout at the terminal's width; piped, at COLUMNS where it is set, else 80 (a log reads like a terminal)."""
-    columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit() and int(columns) > 0:
-        return Console(width=int(columns))
-    return Console(width=None if sys.stdout.isatty() else 80)
-
-
 def print_listing(parts: list[RenderableType]) -> None:
-    console = listing_console()
+    console = stdout_console()
     for part in parts:
         console.print(part)
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports import metrics
-from adaln_bench.reports.format import MISSING
-from adaln_bench.reports.io import write_atomic
-from adaln_bench.reports.schema import CandidateResult, Report
+from adaln_bench.datamodel import metrics
+from adaln_bench.datamodel.format import MISSING
+from adaln_bench.datamodel.io import write_atomic
+from adaln_bench.datamodel.schema import CandidateResult, Report
 
 INSTALL_HINT = "plotting needs matplotlib: pip install 'adaln-bench[plot]'"
 LINE_STYLES = ("-", "--", ":", "-.")

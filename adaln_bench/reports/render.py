@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from typing import Optional, get_args
 
@@ -11,10 +10,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from adaln_bench.reports import metrics
-from adaln_bench.reports.format import markdown_cell, markdown_table
-from adaln_bench.reports.mode_environments import environment_lines, input_warning
-from adaln_bench.reports.schema import CandidateResult, CandidateStatus, CandidateUnavailable, Report
+from adaln_bench.datamodel import metrics
+from adaln_bench.datamodel.format import markdown_cell, markdown_table
+from adaln_bench.datamodel.mode_environments import environment_lines, input_warning
+from adaln_bench.datamodel.schema import CandidateResult, CandidateStatus, CandidateUnavailable, Report
+from adaln_bench.reports.terminal import stdout_console
 
 SHOWN_TOKENS = ("3", "256", "2048")  # of a full timestep report; an operator's own sizes otherwise
 
@@ -140,11 +140,6 @@ def header(report: Report) -> str:
     incomplete = ", INCOMPLETE" if report.incomplete else ""
     cuda = f"CUDA {env.cuda}" if env.cuda else "no CUDA"
     return f"{report.op} on {where}, torch {env.torch}, {cuda}{shape}{quick}{incomplete}"
-
-
-def wide_console() -> Console:
-    """A stdout console; piped output (CI logs, files) is not cut to an 80-column terminal."""
-    return Console(width=None if sys.stdout.isatty() else 200)
 
 
 def _short_name(mode: str, name: str) -> str:
@@ -330,7 +325,7 @@ def telling_line(stderr: str) -> str:
 
 
 def print_summary(report: Report, console: Optional[Console] = None) -> None:
-    console = console or wide_console()
+    console = console or stdout_console()
     console.print(escape(header(report)))
     console.print(_answer_table(report))
     device = _device_table(report)

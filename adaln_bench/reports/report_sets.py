@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Sequence
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports.load import load_json, one_line, read_limited, report_from_json
+from adaln_bench.datamodel.load import load_json, one_line, read_limited, report_from_json
 from adaln_bench.reports.naming import RUN_INDEX_KIND, is_incomplete_file
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.schema import Report
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from adaln_bench.reports.io import Written, write_report_or_keep, write_text_atomic
-from adaln_bench.harness.exit_status import count_pairs
+from adaln_bench.datamodel.io import Written, write_report_or_keep, write_text_atomic
+from adaln_bench.harness.assembly.exit_status import count_pairs
 from adaln_bench.reports.naming import RUN_INDEX_KIND, RunName, incomplete_path, index_path, report_path
 from adaln_bench.reports.render import print_summary
-from adaln_bench.reports.schema import SCHEMA_VERSION, Report
+from adaln_bench.datamodel.schema import SCHEMA_VERSION, Report
 
 
 @dataclass
@@ -90,7 +90,7 @@ def _write_index(reports: dict[str, Report], written: RunWritten, out: Path, nam
         "modes": list(first.modes or {}),
         "reports": {op: _relative(w.path, path.parent) for op, w in written.reports.items()},
     }
-    if time_spent is not None:  # harness/time_accounting.py; docs/running.md says how to read it
+    if time_spent is not None:  # harness/assembly/time_accounting.py; docs/running.md says how to read it
         index["time"] = time_spent
     try:
         done = write_text_atomic(json.dumps(index, indent=2) + "\n", path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from adaln_bench.reports import format as fmt
-from adaln_bench.reports import metrics
+from adaln_bench.datamodel import format as fmt
+from adaln_bench.datamodel import metrics
 from adaln_bench.reports.current import (
     FIDELITY,
     KERNEL_BENCH,
@@ -20,7 +20,7 @@ from adaln_bench.reports.current import (
     read_kernel_bench,
 )
 from adaln_bench.reports.render import device_cells, invariance_verdict, shown_sizes, size_symbol
-from adaln_bench.reports.schema import CandidateResult, Report
+from adaln_bench.datamodel.schema import CandidateResult, Report
 
 INTRO = """\
 # Current results

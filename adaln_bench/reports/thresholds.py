@@ -24,7 +24,7 @@ class Thresholds:
     # T = 1 is exactly 0.0) would otherwise turn a change in the eighth digit into an infinite ratio.
     # 1e-5 is far below the bf16 output's own rounding (2**-8 ≈ 3.9e-3) and above fp32 accumulation noise.
     accuracy_floor: float = 1e-5
-    # Significance a device-time change needs besides the threshold (Mann-Whitney U, reports/stats.py):
+    # Significance a device-time change needs besides the threshold (Mann-Whitney U, datamodel/stats.py):
     # asv's 0.002, so that one run of false alarms in a nightly is rare across its ~60 latency rows.
     latency_alpha: float = 0.002
 

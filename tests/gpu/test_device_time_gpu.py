@@ -5,7 +5,7 @@ Run: python3 -m pytest -q tests/gpu/test_device_time_gpu.py
 import pytest
 import torch
 
-from adaln_bench.harness.device_time import StopRule, measure_device_time, median
+from adaln_bench.harness.measurement.device_time import StopRule, measure_device_time, median
 
 pytestmark = pytest.mark.gpu
 

@@ -18,9 +18,9 @@ import time
 
 import torch
 
-from adaln_bench.harness.device_time import StopRule, measure_interleaved
-from adaln_bench.harness.shapes import PRESETS
-from adaln_bench.harness.timing import time_call
+from adaln_bench.harness.measurement.device_time import StopRule, measure_interleaved
+from adaln_bench.harness.assembly.shapes import PRESETS
+from adaln_bench.harness.measurement.timing import time_call
 from adaln_bench.kernel_bench.op_child import candidate_subject, closures, input_sets, stock_subject
 from adaln_bench.ops.draws import draw_params
 from adaln_bench.ops.registry import get_operator

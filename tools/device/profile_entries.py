@@ -11,9 +11,9 @@ import sys
 
 import torch
 
-from adaln_bench.harness import plan as P
+from adaln_bench.harness.measurement import plan as P
 from adaln_bench.ops.adaln_projection.inputs import make_params, make_upstream
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.kernel_bench.child import entry_points
 from adaln_bench.kernel_bench.subjects import library_subject, parse_library
 

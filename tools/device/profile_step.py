@@ -15,9 +15,9 @@ import sys
 
 import torch
 
-from adaln_bench.harness.device_time import GraphSampler
+from adaln_bench.harness.measurement.device_time import GraphSampler
 from adaln_bench.ops.adaln_projection.inputs import make_params
-from adaln_bench.harness.shapes import PRESETS
+from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.kernel_bench.child import forward_and_step
 from adaln_bench.kernel_bench.subjects import cublas_subject, library_subject, parse_library
 

@@ -60,17 +60,19 @@ def accounting(name: str, index: dict) -> list[str]:
              f"waited for the lease {t.get('waited_s', 0):.1f} s"]
     schedule = t.get("schedule") or {}
     lines.append(f"  schedule: {schedule.get('why')}")
-    lines.append("  phases (process-seconds): " + ", ".join(f"{k} {v:.1f}" for k, v in (t.get("phases_s") or {}).items()))
+    phases = ", ".join(f"{k} {v:.1f}" for k, v in (t.get("phases_s") or {}).items())
+    lines.append(f"  phases (process-seconds): {phases}")
     for mode, m in (t.get("modes") or {}).items():
         peak = m.get("peak_memory_bytes")
         peak_text = f"peak {peak / 2**30:.2f} GiB; " if peak else ""
         lines.append(f"  {mode}: {m['children']} child(ren), {m['child_s']:.1f} s; exclusive "
-                     f"{m['gpu_exclusive_s']:.1f} s; {peak_text}" + ", ".join(f"{k} {v:.1f}" for k, v in m["phases_s"].items()))
+                     f"{m['gpu_exclusive_s']:.1f} s; {peak_text}"
+                     + ", ".join(f"{k} {v:.1f}" for k, v in m["phases_s"].items()))
     return lines
 
 
 def overlaps(trace: Path) -> list[str]:
-    from adaln_bench.harness.step_clock import overlapping_exclusive
+    from adaln_bench.harness.measurement.step_clock import overlapping_exclusive
 
     steps = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines() if line.strip()]
     found = overlapping_exclusive(steps)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports.io import current_umask
+from adaln_bench.datamodel.io import current_umask
 from adaln_bench.reports.site import diffs, pages, plots
 from adaln_bench.reports.site.collect import SITE_MARKER, Collected, Loaded, collect
 from adaln_bench.reports.site.history import SeriesHistory, analyse

@@ -10,9 +10,9 @@ from typing import Iterable
 from adaln_bench.errors import NotAReportError, UserError
 from adaln_bench.reports.current import current_of, facts, in_evidence
 from adaln_bench.reports.display import for_display
-from adaln_bench.reports.load import load_json, read_limited, report_from_json
+from adaln_bench.datamodel.load import load_json, read_limited, report_from_json
 from adaln_bench.reports.naming import is_incomplete_file
-from adaln_bench.reports.schema import Report
+from adaln_bench.datamodel.schema import Report
 
 # A run's small index of the reports it wrote (the coming results/<gpu>/<op>/ layout): not a report.
 RUN_INDEX_KIND = "adaln_bench_run_index"

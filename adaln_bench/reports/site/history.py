@@ -17,7 +17,7 @@ from adaln_bench.reports.diff import Verdict, compare_error
 from adaln_bench.reports.latency_gate import gate_device_time
 from adaln_bench.reports.site.series import NOT_PROBED, Latency, Point, Series, _t_key
 from adaln_bench.reports.site.steps import detect_steps, sample_noise
-from adaln_bench.reports.stats import StatVerdict
+from adaln_bench.datamodel.stats import StatVerdict
 from adaln_bench.reports.thresholds import Thresholds
 
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from adaln_bench.reports import format as fmt
+from adaln_bench.datamodel import format as fmt
 from adaln_bench.reports.current import is_incomplete
 from adaln_bench.reports.site.collect import Collected, Loaded
 from adaln_bench.reports.site.history import SeriesHistory

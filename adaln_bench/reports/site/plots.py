@@ -14,7 +14,7 @@ import re
 from typing import Callable, Optional
 
 from adaln_bench.errors import UserError
-from adaln_bench.reports import format as fmt
+from adaln_bench.datamodel import format as fmt
 from adaln_bench.reports.site.history import Mark, SeriesHistory
 from adaln_bench.reports.site.series import RATIO, size_symbol
 from adaln_bench.reports.thresholds import Thresholds

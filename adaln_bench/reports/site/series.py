@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from adaln_bench.reports import metrics
+from adaln_bench.datamodel import metrics
 from adaln_bench.reports.diff import device_kind
 from adaln_bench.reports.latency_gate import reference_ratios
-from adaln_bench.reports.schema import (
+from adaln_bench.datamodel.schema import (
     PRIOR_ART_KIND,
     AccuracyLatency,
     CandidateEntry,

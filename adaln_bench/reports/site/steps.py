@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from adaln_bench.reports.stats import median
+from adaln_bench.datamodel.stats import median
 
 # The smallest noise a point is taken to have (relative): the within-run spread of device-time samples
 # is far below the process-to-process one, which two points alone cannot measure.

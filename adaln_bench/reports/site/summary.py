@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from adaln_bench.reports import format as fmt
+from adaln_bench.datamodel import format as fmt
 from adaln_bench.reports.site.history import SeriesHistory
 from adaln_bench.reports.site.pages import Links, anchor, e, latency_text, latency_title
 from adaln_bench.reports.site.series import (

@@ -1,0 +1,111 @@
+"""What the parent and a mode's child process say to each other.
+
+The parent writes a `ChildSpec` file; the child writes a `ChildResult` file (both validated on read) and
+reports progress as lines on stdout that start with `PROGRESS_PREFIX`, written by `ProgressWriter`.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from adaln_bench.datamodel.schema import (CandidateEntry, Environment, InputFingerprint, ModeEnvironment,
+                                        ModeObservation)
+from adaln_bench.harness.measurement.step_clock import StepTimes
+from adaln_bench.shape import Shape
+
+PROGRESS_PREFIX = "@@adaln-bench-progress "
+# The progress event a child prints once its mode is switched on: the later parts of a mode split over several
+# children start then (harness/processes/job_queue.py).
+SWITCHED_ON = {"switched": "on"}
+
+
+class OpWork(BaseModel):
+    """One operator's candidates for one mode's child."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: str
+    candidates: list[str]
+
+
+class ChildSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str
+    modes_file: Optional[str] = None
+    megatron_src: Optional[str] = None
+    # Every operator the child measures in this mode, in order: torch imported and the switch on once.
+    work: list[OpWork]
+    device: Literal["cuda", "cpu"]
+    shape: Shape
+    quick: bool
+    result_path: str
+    # Only switch the mode on and report what was seen (for `adaln-bench modes`).
+    check_only: bool = False
+    # What to measure per candidate: the probes (with the fingerprint), the errors against FP64, the times.
+    # A latency-only child (probes and accuracy off) makes no run but the timed ones.
+    probes: bool = True
+    accuracy: bool = True
+    latency: bool = True
+    # The cold-start check per candidate (with the probes only); off: the report has no cold_start entries.
+    cold_start: bool = True
+    # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
+    draw_geometry: str = "native"
+    # One part of a mode split over several children: every part has the same `work`, and measures only the
+    # operators it claims in this folder, as `claimant` (harness/processes/claims.py).
+    claims_dir: Optional[str] = None
+    claimant: Optional[str] = None
+    # The GPU's lease (harness/processes/gpu_lease.py): its folder and key; None: no lease (a CPU run).
+    lease_dir: Optional[str] = None
+    lease_key: Optional[str] = None
+    # `run --serial`: every step takes the lease exclusive.
+    serial: bool = False
+    # Cold-start checks at once beside the next candidates (harness/assembly/schedule.py); 1: one after another.
+    cold_start_pool: int = Field(default=1, ge=1)
+
+
+class ChildResult(BaseModel):
+    mode: str
+    status: Literal["ok", "unavailable", "running"]
+    reason: Optional[str] = None
+    observed: Optional[ModeObservation] = None
+    environment: Optional[Environment] = None
+    runtime: Optional[ModeEnvironment] = None
+    # Per operator: the seeded inputs' fingerprint, and the candidates keyed by the name the report uses
+    # (e.g. "diffusers[plain]").
+    inputs: dict[str, InputFingerprint] = Field(default_factory=dict)
+    results: dict[str, dict[str, CandidateEntry]] = Field(default_factory=dict)
+    complete: bool = False
+    wall_s: Optional[float] = None
+    time: Optional[StepTimes] = None  # where the child's time went (harness/measurement/step_clock.py)
+
+
+def announce_switched_on() -> None:
+    print(PROGRESS_PREFIX + json.dumps(SWITCHED_ON), flush=True)
+
+
+class ProgressWriter:
+    """The child's progress lines for the parent's bar, at most a few a second."""
+
+    MIN_INTERVAL_S = 0.25
+
+    def __init__(self, candidate: str, total: int):
+        self.candidate, self.total, self.done, self._last = candidate, total, 0, 0.0
+
+    def phase(self, name: str) -> None:
+        self._emit(name, force=True)
+
+    def tick(self, runs: int) -> None:
+        self.done += runs
+        self._emit(None, force=False)
+
+    def _emit(self, phase: Optional[str], force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.MIN_INTERVAL_S:
+            return
+        self._last = now
+        event = {"candidate": self.candidate, "done": self.done, "total": self.total, "phase": phase}
+        print(PROGRESS_PREFIX + json.dumps(event), flush=True)

@@ -1,0 +1,462 @@
+"""The parent side of a run: one child process per mode, each on its own GPU when several are given.
+
+Every child gets `{**os.environ, **mode.env}` and writes its result to a file the parent names; the parent
+validates that file with the same model the child wrote. A crash, a hang past the timeout and a failing
+switch-on each become their own status for that mode, with the reason and the tail of its stderr; the
+other modes still run. Ctrl-C stops the children and keeps the finished modes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+from pydantic import ValidationError
+
+from adaln_bench.harness.processes.claims import CLAIMS_SUFFIX, claimed_by
+from adaln_bench.harness.processes.interpreters import InterpreterChecks, is_this_interpreter
+from adaln_bench.harness.processes.job_queue import JobQueue
+from adaln_bench.harness.processes.protocol import PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork
+from adaln_bench.modes.registry import Mode
+from adaln_bench.datamodel.schema import CandidateEntry, CandidateUnavailable, ModeRun
+from adaln_bench.shape import Shape
+
+STDERR_TAIL_CHARS = 4000
+CPU_THREADS = "1"
+
+
+@dataclass(frozen=True)
+class ModeJob:
+    """One mode's child: every operator of the run in that mode, each with its candidates."""
+
+    mode: Mode
+    work: tuple[OpWork, ...]
+    python: Optional[str] = None  # the interpreter of the mode's child; None: this one
+    part: Optional[int] = None  # set when one mode's operators are split over several children
+    # The parts of a split mode share one list and each measures the operators it claims (harness/processes/claims.py).
+    shared: bool = False
+
+    @property
+    def key(self) -> str:
+        """The job's name: its mode's, with the part when the mode is split (`plain.1`)."""
+        return self.mode.name if self.part is None else f"{self.mode.name}.{self.part}"
+
+    def report_names(self) -> list[tuple[str, str]]:
+        """(operator, the candidate's name in the report) for every candidate of the job."""
+        from adaln_bench.ops.candidates import get
+
+        return [(w.op, get(c, w.op).report_name(self.mode.name)) for w in self.work for c in w.candidates]
+
+
+@dataclass
+class ModeOutcome:
+    run: ModeRun
+    child: Optional[ChildResult]
+    # Per operator, keyed by the candidate's name in the report.
+    results: dict[str, dict[str, CandidateEntry]] = field(default_factory=dict)
+    # A part of a shared mode that reached the claims: the operators it claimed, which it answers for. None:
+    # it answers for every operator of its job.
+    ops: Optional[frozenset[str]] = None
+
+
+ProgressFn = Callable[[str, dict], None]  # (mode, event) -> None
+
+
+@dataclass(frozen=True)
+class ChildOptions:
+    device: str
+    shape: Shape
+    quick: bool
+    timeout_s: Optional[float]
+    modes_file: Optional[str] = None
+    megatron_src: Optional[str] = None
+    check_only: bool = False
+    # What the child measures; `run --repeat K` starts latency-only children (probes and accuracy off).
+    probes: bool = True
+    accuracy: bool = True
+    latency: bool = True
+    # Each candidate's first forward + backward in a fresh process (harness/processes/cold_start.py); `--no-cold-start`.
+    cold_start: bool = True
+    draw_geometry: str = "native"
+    # How the children of one GPU share it (harness/assembly/schedule.py): `--serial`, and cold-start checks at once.
+    serial: bool = False
+    cold_start_pool: int = 1
+    lease: Optional[bool] = None  # the GPU lease: None on CUDA only; True also on a CPU (the tests' fake GPU)
+
+    def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path,
+                   claims_dir: Optional[Path] = None, claimant: Optional[str] = None,
+                   lease: tuple[Optional[str], Optional[str]] = (None, None)) -> ChildSpec:
+        return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
+                         work=list(work), device=self.device, shape=self.shape, quick=self.quick,
+                         result_path=str(result_path), check_only=self.check_only, probes=self.probes,
+                         accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start,
+                         draw_geometry=self.draw_geometry, claims_dir=str(claims_dir) if claims_dir else None,
+                         claimant=claimant, lease_dir=lease[0], lease_key=lease[1], serial=self.serial,
+                         cold_start_pool=self.cold_start_pool)
+
+    def lease_of(self, workdir: Path, gpu: Optional[int]) -> tuple[Optional[str], Optional[str]]:
+        """The lease (folder, key) of a child on `gpu`: one per GPU of a CUDA run, none on a CPU."""
+        if not (self.device == "cuda" if self.lease is None else self.lease):
+            return None, None
+        return str(workdir), f"gpu{0 if gpu is None else gpu}"
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()[-STDERR_TAIL_CHARS:]
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+def _read_result(path: Path) -> Optional[ChildResult]:
+    try:
+        return ChildResult.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+class _ChildProcess:
+    """One running child; `stop()` ends it and every process it started."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], stderr_path: Path):
+        self._stderr = open(stderr_path, "wb")
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+    def close(self) -> None:
+        self._stderr.close()
+
+
+WORKDIR_PREFIX = "adaln-bench-"
+OWNER_FILE = "adaln-bench-owner.pid"  # in each work directory: the pid of the parent that made it
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_workdirs(root: Optional[Path] = None) -> list[Path]:
+    """Work directories left by a parent that died without cleaning up (SIGKILL, a lost machine): each one
+    whose owner file names a pid that no longer runs. Ones without the file, or not ours, are left alone."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    try:
+        candidates = list(root.glob(WORKDIR_PREFIX + "*"))
+    except OSError:
+        return removed
+    for path in candidates:
+        owner = path / OWNER_FILE
+        try:
+            if not path.is_dir() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+            pid = int(owner.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+class ModeRunner:
+    """Runs mode jobs in child processes, one at a time per slot; a GPU may have several slots, whose children
+    share it under its lease in the work directory (harness/processes/gpu_lease.py)."""
+
+    def __init__(self, options: ChildOptions, slots: list[Optional[int]], on_progress: ProgressFn):
+        self.options, self.slots, self.on_progress = options, slots, on_progress
+        self._running: dict[str, _ChildProcess] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        # What stopped the run, in the report's words: the caller knows the signal (harness/processes/stop_signals.py).
+        self.stop_cause: Callable[[], str] = lambda: "interrupted"
+        self._started: set[str] = set()  # jobs whose child was started
+        self._threads: list[threading.Thread] = []
+        self._queue: Optional[JobQueue] = None  # run_all's, so that a first part's switch lets later parts start
+        remove_stale_workdirs()
+        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+        (self.workdir / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        self.interpreter_checks = InterpreterChecks()
+
+    def __enter__(self) -> "ModeRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """The children's spec, result and stderr files: what matters of them is in the report by now.
+
+        Workers still running (the run was stopped) are stopped and waited for first, so that none writes
+        into the directory after it is gone."""
+        if any(t.is_alive() for t in self._threads):
+            self.stop_all()
+            self.join_workers()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- one mode -------------------------------------------------------------------------------
+
+    def run_one(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
+        name, mode_name = job.key, job.mode.name
+        result_path = self.workdir / f"{name}.result.json"
+        spec_path = self.workdir / f"{name}.spec.json"
+        stderr_path = self.workdir / f"{name}.stderr.log"
+        claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
+        spec = self.options.child_spec(mode_name, job.work, result_path, claims, name if claims else None,
+                                       self.options.lease_of(self.workdir, gpu))
+        if self._stopping.is_set():  # before touching the work directory, which may be going away
+            return self.not_started(job)
+        if claims is not None:
+            claims.mkdir(exist_ok=True)
+        spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
+        env = {**os.environ, **job.mode.env}
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.options.device == "cpu":
+            # One torch thread unless the user set one: the CPU shapes are small, so thread hand-offs cost more
+            # than they give, and on a shared machine threads fighting for the cores made the small plain mode
+            # take 5 min instead of 20 s. The child records the count (environment.cpu_threads).
+            env.setdefault("OMP_NUM_THREADS", CPU_THREADS)
+        argv = [job.python or sys.executable, "-m", "adaln_bench.harness.processes.child", str(spec_path)]
+        started = time.monotonic()
+        if not is_this_interpreter(job.python):
+            # Another environment: it must import this very adaln_bench, or the mode does not run.
+            mismatch = self.interpreter_checks.check(job.python, env)
+            if mismatch is not None:
+                return self._outcome(job, "unavailable", mismatch, None, None, None, gpu)
+        with self._lock:  # stop_all() sets the flag under this lock: no child starts after it has run
+            if self._stopping.is_set():
+                return self.not_started(job)
+            child = _ChildProcess(argv, env, stderr_path)
+            self._running[name] = child
+            self._started.add(name)
+        self.on_progress(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
+        reader = threading.Thread(target=self._read_progress, args=(job, child), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            child.proc.wait(timeout=self.options.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            child.stop()
+        finally:
+            reader.join(timeout=5)
+            child.close()
+            with self._lock:
+                self._running.pop(name, None)
+        wall = round(time.monotonic() - started, 3)
+        result = _read_result(result_path)
+        code = child.proc.returncode
+        tail = _tail(stderr_path)
+        # A part of a shared mode that switched on answers for the operators it claimed, and only for them.
+        ops = claimed_by(claims, name) if claims is not None and result is not None and \
+            result.status != "unavailable" else None
+        scope = job if ops is None else replace(job, work=tuple(w for w in job.work if w.op in ops))
+        outcome = self._ended(scope, result, wall, code, gpu, tail, timed_out)
+        outcome.ops = ops
+        return outcome
+
+    def _ended(self, job: ModeJob, result: Optional[ChildResult], wall: float, code: Optional[int],
+               gpu: Optional[int], tail: str, timed_out: bool) -> ModeOutcome:
+        """A child's end, classified."""
+        if self._stopping.is_set() and not (result and result.complete):
+            return self._outcome(job, "interrupted", self.stop_cause(), result, wall, code, gpu, tail)
+        if timed_out and not (result and result.complete):  # a complete result whose exit was slow is no timeout
+            return self._outcome(job, "timeout", f"no result within --timeout {self.options.timeout_s:g} s",
+                                 result, wall, code, gpu, tail)
+        if code != 0 or result is None or not result.complete:
+            why = describe_exit(code) if code != 0 else "exited without a complete result file"
+            # An uncaught exception (an allocation failure, say) ends the child's stderr: show its one line, not
+            # only the JSON's tail. A child killed by a signal printed no such line of its own.
+            cause = last_error_line(tail) if code is not None and code > 0 else None
+            if cause:
+                why = f"{why}: {cause}"
+            return self._outcome(job, "crashed", why, result, wall, code, gpu, tail)
+        if result.status == "unavailable":
+            return self._outcome(job, "unavailable", result.reason, result, wall, code, gpu, tail)
+        return self._outcome(job, "ok", None, result, wall, code, gpu, tail)
+
+    def _outcome(self, job: ModeJob, status: str, reason: Optional[str], result: Optional[ChildResult],
+                 wall: Optional[float], code: Optional[int], gpu: Optional[int], tail: Optional[str] = None) -> ModeOutcome:
+        run = ModeRun(status=status, reason=reason, wall_s=wall, gpu_index=gpu,
+                      observed=result.observed if result else None,
+                      stderr_tail=tail or None, returncode=code)  # kept on success too: a warning is news
+        results = {op: dict(entries) for op, entries in result.results.items()} if result else {}
+        # Candidates the child never finished get an entry that says why, so nothing disappears silently.
+        # What the child said stays: an entry it reported (unavailable, say) is kept as it is, and a mode it
+        # reported unavailable leaves its candidates unavailable, whatever stopped the child afterwards.
+        if result is not None and result.status == "unavailable" and status != "unavailable":
+            status_of_missing, why = "unavailable", f"mode {job.mode.name} unavailable: {result.reason}"
+        else:
+            status_of_missing, why = status, f"mode {job.mode.name} {status}: {reason}"
+        for op, report_name in job.report_names():
+            entries = results.setdefault(op, {})
+            if report_name not in entries:
+                entry_status = "failed" if status_of_missing == "ok" else status_of_missing
+                entries[report_name] = CandidateUnavailable(unavailable=why, status=entry_status)
+        return ModeOutcome(run=run, child=result, results=results)
+
+    def _read_progress(self, job: ModeJob, child: _ChildProcess) -> None:
+        assert child.proc.stdout is not None
+        for line in child.proc.stdout:
+            if line.startswith(PROGRESS_PREFIX):
+                try:
+                    event = json.loads(line[len(PROGRESS_PREFIX):])
+                except ValueError:
+                    continue
+                if event == SWITCHED_ON:
+                    if self._queue is not None:
+                        self._queue.switched_on(job.mode.name)
+                    continue
+                self.on_progress(job.key, event)
+
+    # -- many modes ------------------------------------------------------------------------------
+
+    def run_all(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> None:
+        """Run every job; one worker thread per GPU slot pulls from a shared queue (harness/processes/job_queue.py: the
+        later parts of a split mode wait for its first part's switch).
+
+        Every job gets exactly one outcome, also when the run is stopped or a worker raises.
+        """
+        todo: JobQueue[ModeJob, ModeOutcome] = JobQueue(jobs, self._stopping)
+        self._queue = todo
+
+        def worker(gpu: Optional[int]) -> None:
+            while True:
+                job = todo.take()
+                if job is None:
+                    return
+                verdict = todo.verdict(job)
+                if verdict is not None:
+                    on_done(job.key, self.unavailable_as(job, verdict))
+                    continue
+                outcome = None
+                try:
+                    outcome = self._run_guarded(job, gpu)
+                finally:  # whatever happened, the later parts of its mode must not wait for ever
+                    todo.decide(job.mode.name, outcome if outcome is not None and
+                                outcome.run.status == "unavailable" else None)
+                on_done(job.key, outcome)
+
+        self._threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
+        for t in self._threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in self._threads):
+                for t in self._threads:
+                    t.join(timeout=0.2)
+        except KeyboardInterrupt:
+            self.stop_all()
+            self.join_workers()
+            raise
+        finally:
+            for job in todo.drain():  # jobs no worker took before they stopped
+                on_done(job.key, self.not_started(job))
+
+    def _run_guarded(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
+        """A failure in this process (starting the child, reading its files) is that mode's `failed`, with the
+        message, never a thread traceback and a mode missing from the report."""
+        try:
+            return self.run_one(job, gpu)
+        except Exception as exc:
+            return self._outcome(job, "failed", f"{type(exc).__name__}: {exc}", None, None, None, gpu)
+
+    def unavailable_as(self, job: ModeJob, first: ModeOutcome) -> ModeOutcome:
+        """A later part of a mode that its first part found unavailable: that finding (the child's reason,
+        what it observed, its stderr), with this part's candidates; no child is started."""
+        run = first.run
+        outcome = self._outcome(job, "unavailable", run.reason, first.child, run.wall_s, run.returncode,
+                                run.gpu_index, run.stderr_tail)
+        mine = {w.op for w in job.work}
+        outcome.results = {op: entries for op, entries in outcome.results.items() if op in mine}
+        return outcome
+
+    def not_reached(self, job: ModeJob, op: str, stopped: ModeOutcome) -> ModeOutcome:
+        """An operator of a shared mode that no part claimed: every part stopped first. It is reported with the
+        status of `job`'s part (crashed, timeout, interrupted) and that part's reason."""
+        run = stopped.run
+        scope = replace(job, work=tuple(w for w in job.work if w.op == op))
+        reason = f"{run.reason}; {op} was not reached" if run.reason else f"{op} was not reached"
+        outcome = self._outcome(scope, run.status, reason, None, run.wall_s, run.returncode, run.gpu_index,
+                                run.stderr_tail)
+        outcome.run = run  # the mode's own record stays that of the part
+        return outcome
+
+    def not_started(self, job: ModeJob) -> ModeOutcome:
+        """The outcome of a mode that never ran because the run was stopped first."""
+        return self._outcome(job, "interrupted", f"not started: {self.stop_cause()}", None, None, None, None)
+
+    def unanswered(self, job: ModeJob) -> ModeOutcome:
+        """A job without an outcome once the run stopped: never started, or its worker had not come back within
+        join_workers' wait (a killed child stuck in the kernel on a swapping machine): started, then stopped."""
+        if job.key in self._started:
+            return self._outcome(job, "interrupted", f"{self.stop_cause()}; its child had not ended when the run "
+                                 "stopped waiting for it", None, None, None, None)
+        return self.not_started(job)
+
+    def not_applicable(self, job: ModeJob) -> ModeOutcome:
+        """The outcome of a mode that means nothing on this device (a cuBLAS recipe on the CPU): never started."""
+        return self._outcome(job, "unavailable", f"not applicable on {self.options.device}", None, None, None, None)
+
+    def join_workers(self, timeout: float = 60) -> None:
+        """Wait for the worker threads; their children are stopped already, so this is quick."""
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self._stopping.set()
+            running = list(self._running.values())
+        for child in running:
+            child.stop()
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: .*)?$")
+CAUSE_CHARS = 300
+
+
+def last_error_line(stderr_tail: str) -> Optional[str]:
+    """The last `SomeError: message` line of a child's stderr (what a Python traceback ends with), shortened."""
+    for line in reversed(stderr_tail.splitlines()):
+        line = line.strip()
+        if _ERROR_LINE.match(line):
+            return line if len(line) <= CAUSE_CHARS else line[: CAUSE_CHARS - 1] + "…"
+    return None
+
+
+def describe_exit(code: Optional[int]) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+            # Outside a timeout (reported as such), a SIGKILL is most often the kernel's out-of-memory killer.
+            return f"killed by signal {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
