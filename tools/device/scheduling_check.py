@@ -31,8 +31,17 @@ def _same(a, b, key: str) -> bool:
     return json.dumps(a.get(key), sort_keys=True) == json.dumps(b.get(key), sort_keys=True)
 
 
-def _errors(entry: dict) -> dict:
-    return {t: (p.get("fwd_rel_err"), p.get("grad_rel_err")) for t, p in (entry.get("accuracy_latency") or {}).items()}
+def _error_diff(a: dict, b: dict) -> str:
+    """"same", or which errors against FP64 differ ("DIFF: grad sh, grad sc")."""
+    differ = set()
+    points_a, points_b = a.get("accuracy_latency") or {}, b.get("accuracy_latency") or {}
+    for t in set(points_a) | set(points_b):
+        pa, pb = points_a.get(t) or {}, points_b.get(t) or {}
+        if pa.get("fwd_rel_err") != pb.get("fwd_rel_err"):
+            differ.add("fwd")
+        grads_a, grads_b = pa.get("grad_rel_err") or {}, pb.get("grad_rel_err") or {}
+        differ |= {f"grad {g}" for g in set(grads_a) | set(grads_b) if grads_a.get(g) != grads_b.get(g)}
+    return "same" if not differ else "DIFF: " + ", ".join(sorted(differ))
 
 
 def compare(side: dict[str, dict], serial: dict[str, dict]) -> tuple[list[str], bool]:
@@ -50,7 +59,7 @@ def compare(side: dict[str, dict], serial: dict[str, dict]) -> tuple[list[str], 
                 lines.append(f"{op + '/' + mode + '/' + name:54} {str(va) + ' / ' + str(vb):>16} "
                              f"{'same' if _same(a, b, 'batch_invariance') else 'DIFF':6} "
                              f"{'same' if _same(a, b, 'fingerprint') else 'DIFF':11} "
-                             f"{'same' if _errors(a) == _errors(b) else 'DIFF'}")
+                             f"{_error_diff(a, b)}")
     return lines, ok
 
 

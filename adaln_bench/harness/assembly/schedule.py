@@ -1,13 +1,14 @@
 """How much of a CUDA run goes side by side on one GPU: children at once, and each child's cold-start pool.
 
 Only the bits/errors work overlaps (harness/processes/gpu_lease.py keeps latency alone), so the limits are memory
-and host cores. Memory: each process gets an estimate, and the processes of one GPU must fit in a share of the memory
-that GPU has free when the run starts. A child's estimate is a CUDA context plus twice the declared bytes of
-its largest operator's largest step (the probes' full batch, with inputs, outputs and gradients alive at once;
-the FP64 accuracy copy of the largest accuracy size is about as large), over every operator of the run since a
-part of a mode may claim any of them. A cold-start process runs at `cold_start.TOKENS` rows: a context and that
-step twice. Cores: each process keeps one host thread busy launching small kernels; at most
-`cores_per_gpu` processes per GPU.
+and host cores. Memory: each process gets an estimate, and the processes of one GPU must fit in a share of the
+memory that GPU has free when the run starts. A child's estimate is a CUDA context plus STEP_COPIES times the
+declared bytes of its largest operator's largest step (the probes' full batch, with inputs, outputs and gradients
+alive at once; the FP64 accuracy copy of the largest accuracy size is about as large), over every operator of the
+run since a part of a mode may claim any of them. A cold-start process runs at `cold_start.TOKENS` rows: a context
+and that step as many times. Cores: each process keeps one host thread busy launching small kernels; at most
+`cores_per_gpu` processes per GPU. Each child records what it reserved (`peak_memory_bytes` in the run index), to
+check the estimate against.
 
 `plan` is pure; `schedule_for_run` reads the GPU's free memory (harness/processes/gpu_memory.py) and the
 operators' costs.
@@ -18,8 +19,10 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 GIB = 1 << 30
-CONTEXT_BYTES = 1 * GIB  # a CUDA context, torch's allocator and the cuBLAS workspace, measured about 0.6-0.9 GiB
-STEP_COPIES = 2  # see the module docstring: the probes' batch, or the FP64 accuracy copy, beside the inputs
+CONTEXT_BYTES = 1 * GIB  # allowed for a CUDA context, torch's allocator and the cuBLAS workspace
+# See the module docstring. Twice was too few: on the H200 norm_modulate's child reserved 17.6 GiB against 14.1
+# estimated (results/h200/evidence/scheduling/7265eca/); three times gives 20.7.
+STEP_COPIES = 3
 MEMORY_SHARE = 0.8  # of the free memory: fragmentation and the estimate's error
 MAX_CHILDREN_PER_GPU = 4
 MAX_COLD_START_POOL = 3
