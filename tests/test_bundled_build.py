@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from adaln_bench.kernels import toolchain
 from adaln_bench.kernels.bundled import build as B
 
 TARGETS = [("sm90", "sm_90a"), ("portable", "sm_90a"), ("portable", "sm_100a")]
@@ -33,23 +34,34 @@ def test_target_choice_by_architecture_only(monkeypatch):
         B.target_for_arch("sm90", "sm_100a")
 
 
-def test_cache_key_and_prebuilt_pickup(tmp_path, monkeypatch):
+def test_recipe_per_code_path(tmp_path, monkeypatch):
+    """The flags nvcc gets (the code depends on them), one cache folder a path and target, a cached one used."""
     monkeypatch.setenv("ADALN_BENCH_KERNEL_CACHE", str(tmp_path))
-    t = B.Target("sm90", "sm_90a", 90)
-    k = B.cache_key(t)
-    assert k == B.cache_key(t) and k != B.cache_key(B.Target("portable", "sm_90a", 90))
-    d = B.library_dir(t)
-    assert d.parent == tmp_path and d.name.startswith("sm90-sm_90a-")
+    sm90, portable = B.recipe(B.Target("sm90", "sm_90a", 90)), B.recipe(B.Target("portable", "sm_100a", 100))
+    assert sm90.nvcc_flags() == [*B.BASE_FLAGS, "-gencode=arch=compute_90a,code=sm_90a", "-DADALN_PATH_SM90",
+                                 "-DADALN_REQUIRED_CC=90", "-DADALN_EXACT_CC=1"]
+    assert portable.nvcc_flags()[-4:] == ["-gencode=arch=compute_100a,code=sm_100a", "-DADALN_PATH_PORTABLE",
+                                          "-DADALN_REQUIRED_CC=100", "-DADALN_EXACT_CC=1"]
+    assert sm90.sources == B.PATH_SOURCES["sm90"] and portable.sources == ("portable_gemms.cu", "dw_mma.cu", "api.cu")
+    assert sm90.header_sets == (toolchain.CUTLASS,) and dict(sm90.notes) == {"path": "sm90", "cc": 90}
+    variant = B.recipe(B.Target("sm90", "sm_90a", 90, ("ADALN_FWD_LARGE_TN=256",)))
+    assert variant.nvcc_flags()[-1] == "-DADALN_FWD_LARGE_TN=256"
+    keys = {B.cache_key(B.Target(*t)) for t in (("sm90", "sm_90a", 90), ("portable", "sm_90a", 90),
+                                                ("portable", "sm_100a", 100), ("sm90", "sm_90a", 90, ("X=1",)))}
+    assert len(keys) == 4
+    d = toolchain.library_dir(sm90)
+    assert d.parent == tmp_path and d.name == f"bundled-sm90-sm_90a-{B.cache_key(B.Target('sm90', 'sm_90a', 90))}"
     # a library already in the cache is used as is: no nvcc, no CUTLASS needed
     d.mkdir(parents=True)
     (d / B.LIB_NAME).write_bytes(b"prebuilt")
-    (d / "meta.json").write_text(json.dumps({"key": k}))
+    (d / "meta.json").write_text(json.dumps({"key": "k"}))
     monkeypatch.setenv("ADALN_BENCH_NVCC", "/nonexistent/nvcc")
-    lib, meta = B.ensure_library(t)
-    assert lib == d / B.LIB_NAME and meta["prebuilt_or_cached"] is True
+    monkeypatch.setenv("ADALN_BENCH_CUTLASS_INCLUDE", "/nonexistent")
+    lib, meta = toolchain.ensure_library(sm90)
+    assert lib == d / B.LIB_NAME and meta == {"key": "k", "prebuilt_or_cached": True}
 
 
-_MISSING = B.missing_toolchain()
+_MISSING = toolchain.missing(B.recipe(B.Target("sm90", "sm_90a", 90)))
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +76,7 @@ def all_built(tmp_path_factory):
         target = B.target_for_arch(path, arch)
         out = tmp_path_factory.mktemp(f"{path}-{arch}")
         t0 = time.perf_counter()
-        meta = B.compile_library(target, out)
+        meta = toolchain.compile_library(B.recipe(target), out)
         print(f"built {path} for {arch} in {time.perf_counter() - t0:.0f} s: {meta['compile_seconds']}")
         return target, out / B.LIB_NAME, meta
 

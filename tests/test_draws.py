@@ -21,6 +21,7 @@ from adaln_bench.draws import geometry, plan_draw
 from adaln_bench.draws import plan as P
 from adaln_bench.draws import reference as R
 from adaln_bench.errors import UserError
+from adaln_bench.kernels import toolchain
 
 H = 5376
 
@@ -45,12 +46,12 @@ def test_geometry_rejects_with_one_line(text):
 
 
 def test_draws_imports_no_other_part_of_the_package():
-    # the errors module and the libraries' shared cache steps (stdlib only) are the leaves draws may use
-    code = ("ALLOWED = {'adaln_bench.errors', 'adaln_bench.kernels', 'adaln_bench.kernels.library_cache'}; "
+    # the errors module and the kernel toolchain (stdlib only) are the leaves draws may use
+    code = ("ALLOWED = {'adaln_bench.errors', 'adaln_bench.kernels'}; "
             "import sys, adaln_bench.draws, adaln_bench.draws.plan, adaln_bench.draws.reference, "
             "adaln_bench.draws.build; "
-            "bad = sorted(m for m in sys.modules if m.startswith('adaln_bench.') "
-            "and not m.startswith('adaln_bench.draws') and m not in ALLOWED); "
+            "bad = sorted(m for m in sys.modules if m.startswith('adaln_bench.') and m not in ALLOWED "
+            "and not m.startswith(('adaln_bench.draws', 'adaln_bench.kernels.toolchain'))); "
             "print(bad); assert not bad and 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -221,7 +222,7 @@ def test_model_first_elements_agree_across_geometries():
 
 # --- the CUDA source compiles ------------------------------------------------------------------------------------
 
-_MISSING = B.missing_toolchain()
+_MISSING = toolchain.missing(B.recipe("sm_90a"))
 ARCHS = ("sm_90a", "sm_100a")
 
 
@@ -231,8 +232,8 @@ def built(tmp_path_factory):
         pytest.skip(_MISSING)
     root = tmp_path_factory.mktemp("draws-build")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        libs = list(pool.map(lambda a: B.compile_library(a, root / a), ARCHS))
-    return dict(zip(ARCHS, libs))
+        list(pool.map(lambda a: toolchain.compile_library(B.recipe(a), root / a), ARCHS))
+    return {a: root / a / B.LIB_NAME for a in ARCHS}
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -249,15 +250,24 @@ def test_cuda_source_compiles_and_loads(built, arch):
     assert fill(0, 16, 10, 0, 6, 1, 0.0, 1.0, 0, None, err, 256) == 1 and b"multiple of 4" in err.value
 
 
-def test_cache_key_and_cached_library_pickup(tmp_path, monkeypatch):
+def test_recipe_and_cached_library_pickup(tmp_path, monkeypatch):
     monkeypatch.setenv("ADALN_BENCH_KERNEL_CACHE", str(tmp_path))
-    k = B.cache_key("sm_90a")
-    assert k == B.cache_key("sm_90a") and k != B.cache_key("sm_100a")
-    d = tmp_path / f"draws-sm_90a-{B.cache_key('sm_90a', B.find_curand_include())}"
+    monkeypatch.delenv("ADALN_BENCH_DRAWS_NVCC_FLAGS", raising=False)
+    r = B.recipe("sm_90a")
+    assert r.nvcc_flags() == ["-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+                              "-gencode=arch=compute_90a,code=sm_90a"]
+    assert r.header_sets == (toolchain.CURAND,) and toolchain.CURAND.staged == "curand*.h"
+    monkeypatch.setenv("ADALN_BENCH_DRAWS_NVCC_FLAGS", "-lineinfo  -Xptxas=-v")  # an experiment: its own key
+    assert B.recipe("sm_90a").nvcc_flags()[-2:] == ["-lineinfo", "-Xptxas=-v"]
+    assert toolchain.cache_key(B.recipe("sm_90a")) != toolchain.cache_key(r)
+    monkeypatch.delenv("ADALN_BENCH_DRAWS_NVCC_FLAGS")
+    d = toolchain.library_dir(r)
+    assert d == tmp_path / f"draws-sm_90a-{toolchain.cache_key(r)}" != toolchain.library_dir(B.recipe("sm_100a"))
     d.mkdir()
     (d / B.LIB_NAME).write_bytes(b"prebuilt")
-    monkeypatch.setenv("ADALN_BENCH_NVCC", "/nonexistent/nvcc")  # a cached library needs no compiler
-    assert B.ensure_library("sm_90a") == d / B.LIB_NAME
+    monkeypatch.setenv("ADALN_BENCH_NVCC", "/nonexistent/nvcc")  # a cached library needs no compiler nor headers
+    monkeypatch.setenv("ADALN_BENCH_CURAND_INCLUDE", "/nonexistent")
+    assert toolchain.ensure_library(r)[0] == d / B.LIB_NAME
     assert B.arch_for_capability(9, 0) == "sm_90a" and B.arch_for_capability(10, 0) == "sm_100a"
     assert B.arch_for_capability(8, 0) == "sm_80"
 

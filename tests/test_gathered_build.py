@@ -12,11 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
+from adaln_bench.kernels import toolchain
 from adaln_bench.kernels.gathered import build as B
 from adaln_bench.kernels import gathered as G
 
 ARCHS = ["sm_90a", "sm_100a"]
-_MISSING = B.missing_toolchain()
+_MISSING = toolchain.missing(B.recipe(B.target_for_arch("sm_90a")))
 
 
 def test_target_choice():
@@ -29,16 +30,20 @@ def test_target_choice():
         B.target_for_arch("90a")
 
 
-def test_cache_key_and_prebuilt_pickup(tmp_path, monkeypatch):
+def test_recipe(tmp_path, monkeypatch):
+    """The flags nvcc gets (the code depends on them), one cache folder a target, a cached one used."""
     monkeypatch.setenv("ADALN_BENCH_KERNEL_CACHE", str(tmp_path))
-    t = B.target_for_arch("sm_90a")
-    assert B.cache_key(t) == B.cache_key(t) != B.cache_key(B.target_for_arch("sm_100a"))
-    d = B.library_dir(t)
-    assert d.parent == tmp_path and d.name.startswith("gathered-sm_90a-")
+    r = B.recipe(B.target_for_arch("sm_90a"))
+    assert r.nvcc_flags() == ["-std=c++17", "-O3", "-DNDEBUG", "-Xcompiler", "-fPIC", "-Xcompiler",
+                              "-fvisibility=hidden", "-gencode=arch=compute_90a,code=sm_90a", "-DGAT_REQUIRED_CC=90"]
+    assert (r.sources, r.headers, r.header_sets) == (("gathered.cu",), ("norm_onepass.cuh",), ())
+    assert toolchain.cache_key(r) != toolchain.cache_key(B.recipe(B.target_for_arch("sm_100a")))
+    d = toolchain.library_dir(r)
+    assert d.parent == tmp_path and d.name == f"gathered-sm_90a-{toolchain.cache_key(r)}"
     d.mkdir(parents=True)
     (d / B.LIB_NAME).write_bytes(b"prebuilt")
     monkeypatch.setenv("ADALN_BENCH_NVCC", "/nonexistent/nvcc")
-    lib, meta = B.ensure_library(t)
+    lib, meta = toolchain.ensure_library(r)
     assert lib == d / B.LIB_NAME and meta["prebuilt_or_cached"] is True
 
 
@@ -51,7 +56,7 @@ def built(tmp_path_factory):
         target = B.target_for_arch(arch)
         out = tmp_path_factory.mktemp(arch)
         t0 = time.perf_counter()
-        meta = B.compile_library(target, out)
+        meta = toolchain.compile_library(B.recipe(target), out)
         print(f"built gathered for {arch} in {time.perf_counter() - t0:.0f} s")
         return arch, B.Library(out / B.LIB_NAME, target, meta)
 

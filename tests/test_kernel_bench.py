@@ -1,18 +1,26 @@
-"""`adaln-bench kernel-bench` on the CPU: its floors, library names, combining of processes, table, bits
-check and entry-point calls (with the replay and a fake C library), and its refusals."""
+"""`adaln-bench kernel-bench` of the bundled projection libraries on the CPU: its floors, library names, combining
+of processes with the floor, the table, the bits check and entry-point calls (with the replay and a fake C
+library), and its refusals."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from adaln_bench.ops.adaln_projection.inputs import make_params
 from adaln_bench.harness.assembly.shapes import PRESETS
-from adaln_bench.kernel_bench import bits, child
-from adaln_bench.kernel_bench.floors import forward_backward_work, forward_work, rates
+from adaln_bench.harness.measurement.subject import Subject
+from adaln_bench.kernel_bench import checks as bits
+from adaln_bench.kernel_bench.entry_points import entry_points
+from adaln_bench.kernel_bench.floors import floors_for, forward_backward_work, forward_work, rates
 from adaln_bench.kernel_bench.subjects import SpecError, parse_library
-from adaln_bench.kernel_bench.table import combine, entries_markdown, to_markdown
 from adaln_bench.ops.adaln_projection import replay
+from adaln_bench.ops.candidates import Implementation
+from adaln_bench.ops.draws import draw_params
+from adaln_bench.ops.registry import get_operator
+from adaln_bench.kernel_bench.combine import combine, failed_bits
+from adaln_bench.kernel_bench.render import entries_markdown, summary_markdown
 from tests.conftest import run_cli_forked
+
+PROJECTION = get_operator("adaln_projection")
 
 H3 = PRESETS["h3"]
 TINY = PRESETS["tiny"]
@@ -42,30 +50,39 @@ def test_library_names(text, expect):
     assert (spec.name, spec.path, spec.defines) == expect
 
 
-@pytest.mark.parametrize("text", ["sm80", "x=sm90:TN=256", "cublas=sm90", "a b=sm90", "v=sm90:ADALN_X="])
+@pytest.mark.parametrize("text", ["sm80", "x=sm90:TN=256", "cublas=sm90", "stock=sm90", "a b=sm90", "v=sm90:ADALN_X="])
 def test_bad_library_names_are_refused(text):
     with pytest.raises(SpecError):
         parse_library(text)
 
 
 def _process(fwd_cublas, fwd_lib, fb_cublas, fb_lib):
-    row = lambda f, b: {"fwd": {"us": f}, "fwd_bwd": {"us": b}}  # noqa: E731
-    return {"times": {"cublas": {"1": row(fwd_cublas, fb_cublas)}, "sm90": {"1": row(fwd_lib, fb_lib)}},
-            "entries": {"sm90": {"1": {k: {"us": v} for k, v in
-                                       (("fwd", 130.0), ("d_temb", 140.0), ("dW", 150.0), ("db", 3.0))}}}}
+    """One process's figures for the stock path (cuBLAS) and one library at T = 1: ratios paired in the process."""
+    fig = lambda us, base: {"us": us, "vs_stock": us / base, "of_copy": None, "host_us": None}  # noqa: E731
+    row = {"bytes": {"fwd": 5.2e8, "fwd_bwd": 1.56e9}, "copies": 1,
+           "fwd": {"stock": fig(fwd_cublas, fwd_cublas), "sm90": fig(fwd_lib, fwd_cublas)},
+           "fwd_bwd": {"stock": fig(fb_cublas, fb_cublas), "sm90": fig(fb_lib, fb_cublas)}}
+    return {"ops": {"adaln_projection": {"subjects": {"stock": "cuBLAS", "sm90": "bundled library sm90"},
+                                         "sizes": {"1": row},
+                                         "entries": {"sm90": {"1": {"fwd": 130.0, "d_temb": 140.0, "dW": 150.0,
+                                                                     "db": 3.0}}}}}}
 
 
 def test_combine_takes_the_median_over_processes_and_the_ratio_in_the_same_processes():
     runs = [_process(130, 126, 420, 400), _process(128, 140, 430, 410), _process(135, 129, 500, 390)]
-    c = combine(runs, H3)
-    fwd = c["rows"]["sm90"]["1"]["fwd"]
+    floors = {"adaln_projection": floors_for("adaln_projection", H3, [1])}
+    c = combine(runs, {"adaln_projection": ()}, floors)["ops"]["adaln_projection"]
+    fwd = c["rows"]["1"]["fwd"]["sm90"]
     assert fwd["us"] == 129 and fwd["per_process_us"] == [126, 140, 129]
-    assert fwd["vs_cublas"] == pytest.approx(129 / 130, abs=1e-4)
-    assert c["rows"]["cublas"]["1"]["fwd_bwd"]["vs_cublas"] == 1.0
+    # the median of the processes' own ratios (each paired in its process), not a ratio of medians
+    assert fwd["vs_stock"] == pytest.approx(126 / 130, abs=1e-4)  # of 126/130, 140/128, 129/135
+    assert c["rows"]["1"]["fwd_bwd"]["stock"]["vs_stock"] == 1.0
     assert fwd["of_floor"] == pytest.approx(forward_work(H3, 1).floor_us / 129, abs=1e-4)
-    table = to_markdown(c)
-    assert "| 1 | sm90 | 129.0 | 0.992 |" in table and table.count("\n") == 4
-    assert "| sm90 | 1 | 130.0 | 140.0 | 150.0 | 3.0 |" in entries_markdown(runs)
+    assert fwd["tflops"] == pytest.approx(forward_work(H3, 1).flops / 129e-6 / 1e12, abs=1e-3)
+    assert c["verdicts"] == {}  # no targets for the projection's libraries
+    table = summary_markdown({"ops": {"adaln_projection": c}}, {"adaln_projection": ()})
+    assert "| adaln_projection | sm90 | 1 | 129.0 (0.969×, –) |" in table and table.count("\n") == 3
+    assert "| sm90 | 1 | 130.0 | 140.0 | 150.0 | 3.0 |" in entries_markdown(c["entries"])
 
 
 def _invariant_forward(temb, w, b):
@@ -78,21 +95,21 @@ def _batch_dependent_forward(temb, w, b):
     return y * (1.0 + 2.0 ** -6) if temb.shape[0] > 16 else y  # a tile switch that changes the bits
 
 
-def _inputs(n):
-    params = make_params(TINY, CPU)
-    temb = torch.randn(n, TINY.dim, generator=torch.Generator().manual_seed(0))
-    dy = torch.randn(n, TINY.out_features, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
-    return temb, dy, params
+def _subject(forward):
+    return Subject.for_forward(PROJECTION, Implementation(source="lib", has_backward=True, forward=forward), TINY)
 
 
 def test_bits_pass_an_invariant_forward_and_count_a_batch_dependent_one():
-    temb, dy, params = _inputs(40)
-    good, _ = bits.check_one(_invariant_forward, temb, dy, params, sizes=(1, 16, 17, 39))
-    assert good["invariant"] and good["rows_compared"] == 1 + 16 + 17 + 39 + 3 + 40
-    bad, _ = bits.check_one(_batch_dependent_forward, temb, dy, params, sizes=(1, 16, 17, 39))
+    params = draw_params(PROJECTION, TINY, CPU)
+    subjects = {"good": _subject(_invariant_forward), "bad": _subject(_batch_dependent_forward)}
+    result = bits.check(subjects, params, TINY, CPU, (1, 16, 17, 40))
+    good, bad = result["subjects"]["good"], result["subjects"]["bad"]
+    # prefixes 1, 16, 17 and three single rows against the whole 40-row batch; dW and db repeat
+    assert good["invariant"] and good["repeatable"] and good["rows_compared"] == 1 + 16 + 17 + 3
     # The whole batch (40 > 16) is scaled: every prefix and single row of 16 or fewer differs from it.
-    assert not bad["invariant"] and bad["rows_differ"]["out"] == 1 + 16 + 3
-    assert {f["what"] for f in bad["failures"]} >= {"prefix 1", "prefix 16", "row 0 alone"}
+    assert not bad["invariant"] and bad["rows_differ"] == 1 + 16 + 3
+    assert {f.split(":")[0] for f in bad["failures"]} >= {"prefix 1", "prefix 16", "row 0 alone"}
+    assert failed_bits({"ops": {"adaln_projection": {"bits": result}}}) == ["adaln_projection/bad"]
 
 
 class FakeLibrary:
@@ -113,7 +130,7 @@ class FakeLibrary:
 
 def test_each_entry_point_launches_only_its_part():
     lib = FakeLibrary()
-    calls = child.entry_points(lib, TINY, make_params(TINY, CPU), 3, CPU)
+    calls = entry_points(lib, TINY, draw_params(PROJECTION, TINY, CPU), 3, CPU)
     assert list(calls) == ["fwd", "d_temb", "dW", "db"] and lib.calls == [("forward", 3, TINY.dim, TINY.out_features,
                                                                          64, None)]
     for f in calls.values():
@@ -171,20 +188,29 @@ def test_interleaved_sampling_takes_every_callable_in_turn_until_all_are_stable(
     assert out["a"].rel_noise == 0.0 and out["noisy"].rel_noise > 0.005
 
 
-def test_the_committed_h200_run_renders_to_its_committed_markdown():
-    import json
+def test_the_committed_h200_run_reads_and_renders_its_committed_figures():
+    """The projection's current output (the older layout) through the loader: the committed Markdown's figures."""
     from pathlib import Path
 
-    from adaln_bench.kernel_bench.table import document_markdown, not_invariant
+    from adaln_bench.kernel_bench.render import report_markdown
+    from adaln_bench.datamodel.load import read_document
 
-    stem = "kernel_bench.ec65536"  # the projection's current kernel-bench output
+    stem = "kernel_bench.ec65536"
     folder = next((Path(__file__).resolve().parents[1] / "results").rglob(f"{stem}.json")).parent
-    doc = json.loads((folder / f"{stem}.json").read_text())
-    text = document_markdown(stem, doc, doc["per_process"])
-    assert text == (folder / f"{stem}.md").read_text()
-    assert not_invariant(doc) == []
-    broken = {**doc, "bits": {"libraries": {**doc["bits"]["libraries"], "x": {"invariant": False}}}}
-    assert not_invariant(broken) == ["x"]
+    report = read_document(folder / f"{stem}.json")
+    committed = (folder / f"{stem}.md").read_text()
+    assert "| 1 | sm90 | 117.1 | 0.943 | 4.45 | 4 | 1.08 | 373.0 | 0.555 | 4.19 | 4 | 1.01 |" in committed
+    text = report_markdown(report, stem)
+    assert "| adaln_projection | sm90 | 1 | 117.1 (0.943×, –) | 373.0 (0.555×, –) |" in text
+    assert "| 1 | fwd | 521 | 0.5 | 126.1 (bytes) | sm90 | 117.1 | 108 % |" in text
+    entries = [line for line in committed.splitlines() if line.startswith("| sm90 | 64 |")]
+    assert entries and entries[0] in text  # the C entry points' medians, as the committed table has them
+    doc = report.document()
+    assert failed_bits(doc["combined"]) == []
+    bits_of = doc["combined"]["ops"]["adaln_projection"]["bits"]
+    broken = {"ops": {"adaln_projection": {"bits": {**bits_of, "subjects": {**bits_of["subjects"],
+                                                                              "x": {"invariant": False}}}}}}
+    assert failed_bits(broken) == ["adaln_projection/x"]
 
 
 def _profile_step():

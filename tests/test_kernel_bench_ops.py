@@ -7,9 +7,11 @@ import torch
 
 from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.harness.measurement.subject import Subject
-from adaln_bench.kernel_bench import op_bits, targets
-from adaln_bench.kernel_bench.op_child import copies, stock_subject
-from adaln_bench.kernel_bench.op_table import combine, document_markdown, failed_bits, not_invariant
+from adaln_bench.kernel_bench import checks as op_bits
+from adaln_bench.kernel_bench.child import copies, stock_subject
+from adaln_bench.kernel_bench import targets
+from adaln_bench.kernel_bench.combine import combine, failed_bits, not_invariant
+from adaln_bench.kernel_bench.render import document_markdown
 from adaln_bench.ops.candidates import Implementation
 from adaln_bench.ops.draws import draw_params
 from adaln_bench.ops.registry import get_operator
@@ -86,7 +88,7 @@ def test_markdown_shows_times_copy_and_verdicts():
     runs = [_process(1.0), _process(1.0)]
     doc = {"device": {"name": "NVIDIA H200"}, "tool": {"torch": "2.11"}, "processes": 2,
            "combined": combine(runs, {"norm_modulate": ("sh", "sc")})}
-    text = document_markdown("kb", doc, {"norm_modulate": ("sh", "sc")})
+    text = document_markdown("kb", doc)
     assert "| 32768 | bundled | 200.0 | 210.0 | 0.200 | 83 % | 684.0 | 700.0 | 0.140 | 62 % |" in text
     assert "| 32768 | copy of the fewest bytes (704 / 1760 MB) | 170.0 (4.14 TB/s) |" in text
     assert "| bundled | 32768 | fwd+bwd | ≤ 0.8× stock, ≥ 65% of copy | 0.140 | 62.0 % | **FAIL** (62.0% of copy < 65%)" \
@@ -105,7 +107,7 @@ def test_bits_and_errors_come_from_the_checking_process_and_times_from_the_timed
     assert op["rows"]["32768"]["fwd"]["bundled"]["processes"] == 1 and op["bits"]["seed"] == 3
     assert op["error_verdicts"] == {"bundled": {"32768": {"sh": True, "sc": False}}}
     doc = {"device": {"name": "H200"}, "tool": {"torch": "2.11"}, "processes": 1, "combined": combined}
-    text = document_markdown("kb", doc, {"norm_modulate": ("sh", "sc")})
+    text = document_markdown("kb", doc)
     assert "| 32768 | bundled | 3.00e-03 | 2.00e-03 | 2.00e-02 |" in text
     assert "Table gradients 10× closer to FP64 than the stock path's: NOT bundled sc at S = 32768 (2 checked)." in text
     assert "| 684.0 (0.140×, 62 %) | 2.0e-02 (2.0e-01) |" in text
@@ -160,6 +162,10 @@ def test_cli_refuses_bad_operator_input_in_one_line():
     assert r.returncode == 2 and "gate_residual has no such candidate" in r.stderr
     r = run_cli("kernel-bench", "--candidate", "bundled")
     assert r.returncode == 2 and "--candidate and --budget go with --op" in r.stderr
+    r = run_cli("kernel-bench", "--op", "adaln_projection", "--library", "bundled=sm90")
+    assert r.returncode == 2 and "--library 'bundled': a candidate has that name" in r.stderr
+    r = run_cli("kernel-bench", "--op", "gate_residual", "--library", "sm90")
+    assert r.returncode == 2 and "--library names bundled adaln_projection libraries" in r.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
@@ -173,7 +179,7 @@ def test_a_process_times_every_subject_with_a_copy_and_the_document_renders(monk
     fixed samples: every subject and the copy at every size, paired ratios, and the command's document."""
     from types import SimpleNamespace
 
-    from adaln_bench.kernel_bench import op_child
+    from adaln_bench.kernel_bench import child as op_child
 
     calls: dict = {}
 
@@ -210,6 +216,6 @@ def test_a_process_times_every_subject_with_a_copy_and_the_document_renders(monk
     fb_copy = combined["ops"]["gate_residual"]["rows"]["40"]["fwd_bwd"]["copy"]
     assert fb_copy["way"] == ["copy:kernel"] * 3 and fb_copy["ways"]["copy:memcpy"]["us"] == 30.0
     doc = {"device": {"name": "cpu"}, "tool": {"torch": torch.__version__}, "processes": 3, "combined": combined}
-    text = document_markdown("kb", doc, {"gate_residual": grads})
+    text = document_markdown("kb", doc)
     assert "| 40 | bundled | 40.0 |" in text and "kernel " in text and "; memcpy " in text
 

@@ -15,10 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
+from adaln_bench.kernels import toolchain
 from adaln_bench.kernels.timestep_mlp import build as B
 
 ARCHS = ["sm_90a", "sm_100a"]
-_MISSING = B.missing_toolchain()
+_MISSING = toolchain.missing(B.recipe(B.target_for_arch("sm_90a")))
 
 
 def test_target_choice():
@@ -31,16 +32,20 @@ def test_target_choice():
         B.target_for_arch("90a")
 
 
-def test_cache_key_and_prebuilt_pickup(tmp_path, monkeypatch):
+def test_recipe(tmp_path, monkeypatch):
+    """The flags nvcc gets (the code depends on them), one cache folder a target, a cached one used."""
     monkeypatch.setenv("ADALN_BENCH_KERNEL_CACHE", str(tmp_path))
-    t = B.target_for_arch("sm_90a")
-    assert B.cache_key(t) == B.cache_key(t) != B.cache_key(B.target_for_arch("sm_100a"))
-    d = B.library_dir(t)
-    assert d.parent == tmp_path and d.name.startswith("timestep_mlp-sm_90a-")
+    r = B.recipe(B.target_for_arch("sm_90a"))
+    assert r.nvcc_flags() == [*B.FLAGS, "-gencode=arch=compute_90a,code=sm_90a", "-DTMLP_REQUIRED_CC=90"]
+    assert r.sources == ("gemm_nn.cu", "gemm_tn.cu", "gemm_dw.cu", "mlp.cu") and r.header_sets == (toolchain.CUTLASS,)
+    assert B.recipe(B.Target("sm_90a", 90, ("TMLP_SPLIT_Y=8",))).nvcc_flags()[-1] == "-DTMLP_SPLIT_Y=8"
+    assert toolchain.cache_key(r) != toolchain.cache_key(B.recipe(B.target_for_arch("sm_100a")))
+    d = toolchain.library_dir(r)
+    assert d.parent == tmp_path and d.name == f"timestep_mlp-sm_90a-{toolchain.cache_key(r)}"
     d.mkdir(parents=True)
     (d / B.LIB_NAME).write_bytes(b"prebuilt")
     monkeypatch.setenv("ADALN_BENCH_NVCC", "/nonexistent/nvcc")
-    lib, meta = B.ensure_library(t)
+    lib, meta = toolchain.ensure_library(r)
     assert lib == d / B.LIB_NAME and meta["prebuilt_or_cached"] is True
 
 
@@ -48,7 +53,8 @@ def test_cache_key_and_prebuilt_pickup(tmp_path, monkeypatch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_interface_compiles(tmp_path, arch):
     target = B.target_for_arch(arch)
-    cmd = [B.find_nvcc(), *target.flags(), f"-I{B.HERE}", f"-I{B.find_cutlass_include()}", "-c",
+    cmd = [toolchain.find_nvcc(), *B.recipe(target).nvcc_flags(), f"-I{B.HERE}",
+           f"-I{toolchain.CUTLASS.find(toolchain.find_nvcc())}", "-c",
            str(B.HERE / "mlp.cu"), "-o", str(tmp_path / "mlp.o")]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -64,7 +70,7 @@ def built(tmp_path_factory):
         target = B.target_for_arch(arch)
         out = tmp_path_factory.mktemp(arch)
         t0 = time.perf_counter()
-        meta = B.compile_library(target, out, jobs=2)
+        meta = toolchain.compile_library(B.recipe(target), out, jobs=2)
         print(f"built timestep_mlp for {arch} in {time.perf_counter() - t0:.0f} s")
         return arch, B.Library(out / B.LIB_NAME, target, meta)
 
@@ -133,7 +139,8 @@ def test_candidate_registered_and_unavailable_without_a_gpu(monkeypatch):
 
 def test_kernel_bench_targets_floors_and_error_bound():
     from adaln_bench.harness.assembly.shapes import PRESETS
-    from adaln_bench.kernel_bench import floors, targets as T
+    from adaln_bench.kernel_bench import floors
+    from adaln_bench.kernel_bench import targets as T
 
     # issue 43's table: T < 64, 64 <= T < 2048, T >= 2048
     assert [T.target(k, 4, "timestep_mlp").max_ratio for k in ("fwd", "fwd_bwd")] == [1.0, 1.0]
@@ -157,7 +164,7 @@ def test_kernel_bench_targets_floors_and_error_bound():
 
 
 def test_kernel_bench_verdicts_use_issue_43_table():
-    from adaln_bench.kernel_bench.op_table import verdicts
+    from adaln_bench.kernel_bench.combine import verdicts
 
     fig = {"vs_stock": 0.9, "of_copy": 0.1, "processes": 3}
     op = {"rows": {"256": {"fwd": {"stock": fig, "bundled": fig}, "fwd_bwd": {"stock": fig, "bundled": fig}}}}

@@ -51,6 +51,7 @@ def main(argv=None) -> int:
 
     from adaln_bench import draws
     from adaln_bench.draws import build as B
+    from adaln_bench.kernels import toolchain as T
     from adaln_bench.draws import reference as R
 
     on_gpu = args.device != "cpu"
@@ -72,11 +73,11 @@ def main(argv=None) -> int:
         try:
             lib = _library(dev)
         except (B.BuildError, OSError) as exc:
-            print(f"NO LIBRARY: {exc}\n(nvcc {B.find_nvcc()}, curand headers {B.find_curand_include()})")
+            print(f"NO LIBRARY: {exc}\n(nvcc {T.find_nvcc()}, curand headers {T.CURAND.find(T.find_nvcc())})")
             return 2
         lib_path = str(lib.path)
-        print(f"library: {lib.path} ({time.perf_counter() - t0:.1f} s to build or load; nvcc {B.find_nvcc()}, "
-              f"curand headers {B.find_curand_include()})")
+        print(f"library: {lib.path} ({time.perf_counter() - t0:.1f} s to build or load; nvcc {T.find_nvcc()}, "
+              f"curand headers {T.CURAND.find(T.find_nvcc())})")
         device_name = props.name
     else:
         dev = torch.device("cpu")

@@ -37,10 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 # File circles that other work removes; each is still reported when it is not a circle any more.
-KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    # Removed by the kernel-bench core work, which makes both forms plans of the harness's measurement core.
-    frozenset({"commands.kernel_bench", "commands.kernel_bench_ops"}): "kernel-bench's two pipelines",
-}
+KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 
 
 @dataclass(frozen=True)

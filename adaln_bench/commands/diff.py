@@ -19,7 +19,8 @@ from adaln_bench.errors import UserError
 from adaln_bench.reports.diff import FailOn, diff_reports, exit_code
 from adaln_bench.reports.diff_render import diff_to_json, render_markdown, render_rich
 from adaln_bench.reports.display import for_display
-from adaln_bench.reports.git_source import load_report
+from adaln_bench.reports.git_source import load_document
+from adaln_bench.datamodel.kernel_bench import KernelBenchReport
 from adaln_bench.reports.thresholds import resolve_thresholds
 
 # Paragraphs are single lines: typer reflows them to the terminal's width.
@@ -42,7 +43,9 @@ HELP = (
     "2 bad input (unreadable file, not a report, bad REV:path, bad thresholds); "
     "3 not comparable (different GPUs, one quick and one full report, different shapes, reports that measured "
     "different things or drew other inputs, no mode in common). Only the modes both reports have are compared; "
-    "an incomplete report is said first, and what it lacks is not a regression. See docs/diff.md.\n"
+    "an incomplete report is said first, and what it lacks is not a regression. Two kernel-bench outputs are "
+    "compared by each candidate's ratio to the stock path per size (--latency-threshold the change that counts). "
+    "See docs/diff.md.\n"
 )
 
 def json_safe(value: object) -> object:
@@ -91,8 +94,12 @@ def diff_command(
         raise UserError("--markdown and --json are exclusive: choose one output")
     thresholds = resolve_thresholds(thresholds_file, latency_threshold, accuracy_threshold, accuracy_floor,
                                     latency_alpha)
-    old_report = for_display(load_report(old))
-    new_report = for_display(load_report(new))
+    old_doc, new_doc = load_document(old), load_document(new)
+    if isinstance(old_doc, KernelBenchReport) or isinstance(new_doc, KernelBenchReport):
+        _diff_kernel_bench(old, new, old_doc, new_doc, latency_threshold, thresholds.latency, fail_on,
+                           allow_different_device, show_all, markdown, as_json)
+        return
+    old_report, new_report = for_display(old_doc), for_display(new_doc)
     result = diff_reports(old_report, new_report, thresholds, allow_different_device, allow_quick_mismatch,
                           latency_basis.value)
     code = exit_code(result, fail_on)
@@ -107,6 +114,29 @@ def diff_command(
     if code:
         # SystemExit rather than typer.Exit: under standalone_mode=False click turns typer.Exit into a return
         # value, which a caller may drop; the exit code is this command's whole answer in CI.
+        sys.exit(code)
+
+
+def _diff_kernel_bench(old: str, new: str, old_doc, new_doc, given: Optional[float], threshold: float,
+                       fail_on: FailOn, allow_different_device: bool, show_all: bool, markdown: bool,
+                       as_json: bool) -> None:
+    """Two kernel-bench outputs: per-size ratio rows (reports/kernel_bench/diff.py)."""
+    from adaln_bench.reports.display import clip
+    from adaln_bench.reports import kernel_bench as kb
+
+    if not (isinstance(old_doc, KernelBenchReport) and isinstance(new_doc, KernelBenchReport)):
+        typer.echo("adaln-bench: not comparable: a kernel-bench output compares only with another kernel-bench "
+                   "output", err=True)
+        sys.exit(3)
+    result = kb.diff_kernel_bench(old_doc, new_doc, given if given is not None else threshold,
+                                  allow_different_device)
+    code = kb.exit_code(result, fail_on.value)
+    if as_json:
+        sys.stdout.write(json.dumps(json_safe(kb.to_json(result, old, new, code)), indent=2, allow_nan=False) + "\n")
+    else:
+        text = kb.to_markdown(result, old, new, code, show_all)
+        sys.stdout.write(clip(text, len(text)))
+    if code:
         sys.exit(code)
 
 

@@ -12,12 +12,17 @@ def report_command(
 ) -> None:
     """Show a report: invariant or not (with the failing counts), and error and time at up to three row
     counts: T = 3, 256, 2048 (timesteps) for the timestep operators, the S (tokens) measured for the
-    per-token ones."""
+    per-token ones. A kernel-bench output is shown as the command wrote it (its Markdown)."""
     from adaln_bench.reports.display import for_display
-    from adaln_bench.datamodel.io import read_report
+    from adaln_bench.datamodel.load import KernelBenchReport, read_document
+    from adaln_bench.reports.kernel_bench import show
     from adaln_bench.reports.render import markdown as to_markdown, print_summary
 
-    report = for_display(read_report(file))
+    document = read_document(file)
+    if isinstance(document, KernelBenchReport):
+        typer.echo(show(document, file.stem), nl=False)
+        return
+    report = for_display(document)
     if markdown:
         typer.echo(to_markdown(report), nl=False)
     else:

@@ -5,19 +5,27 @@ A report is data from elsewhere (a CI artefact, a colleague's run), so nothing i
 must be a regular file no larger than MAX_REPORT_BYTES (a FIFO or a device would hang or never end), its JSON
 no deeper than MAX_DEPTH (Python's parser recurses), its numbers finite and its integers within 64 bits (an
 integer of thousands of digits is refused by Python's int-string limit), and the whole must match the schema.
+A `kernel-bench` output is read the same way into its own schema (datamodel/kernel_bench.py), older layouts
+upgraded on the way (datamodel/kernel_bench_legacy.py): `read_document` gives either kind.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+from typing import Union
 
 from pydantic import ValidationError
 
 from adaln_bench import bounded_read
 from adaln_bench.bounded_read import one_line, size_text
+from adaln_bench.datamodel.kernel_bench import KERNEL_BENCH_VERSION, KernelBenchReport
+from adaln_bench.datamodel.kernel_bench_legacy import layout_of, upgrade
 from adaln_bench.errors import NotAReportError
 from adaln_bench.datamodel.schema import SCHEMA_VERSION, Report
+
+# What `report` and `diff` read: a harness report, or a kernel-bench output.
+Document = Union[Report, KernelBenchReport]
 
 # The largest committed report is 137 KB; a nightly's with every sample of every process kept is a few MB.
 # 32 MiB leaves room for that and still fits in memory many times over.
@@ -109,6 +117,39 @@ def report_from_json(value: object, origin: str) -> Report:
                               f"{one_line(first['msg'], 160)}") from None
     except RecursionError:  # unreachable within MAX_DEPTH; kept so that no limit change can give a traceback
         raise NotAReportError(f"{origin}: nested deeper than a report can be") from None
+
+
+def read_document(path: str | os.PathLike[str]) -> Document:
+    """A report or a kernel-bench output in a file, validated; a UserError of one line when it is neither."""
+    return parse_document(read_limited(path), one_line(str(path), 400))
+
+
+def parse_document(data: str | bytes, origin: str) -> Document:
+    return document_from_json(load_json(data, origin), origin)
+
+
+def document_from_json(value: object, origin: str) -> Document:
+    if isinstance(value, dict) and layout_of(value) is not None:
+        return kernel_bench_from_json(value, origin)
+    return report_from_json(value, origin)
+
+
+def kernel_bench_from_json(value: dict, origin: str) -> KernelBenchReport:
+    """A kernel-bench output of any layout, upgraded to today's and validated."""
+    version = value.get("schema_version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or
+                                version > KERNEL_BENCH_VERSION):
+        raise NotAReportError(f"{origin}: kernel-bench schema_version {one_line(repr(version), 40)} is not one this "
+                              f"adaln-bench reads (up to {KERNEL_BENCH_VERSION})")
+    try:
+        return KernelBenchReport.model_validate(upgrade(value))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise NotAReportError(f"{origin}: not a valid kernel-bench output: {one_line(where, 160)}: "
+                              f"{one_line(first['msg'], 160)}") from None
+    except (AttributeError, TypeError):  # a layout's part of the wrong type before validation could say so
+        raise NotAReportError(f"{origin}: not a valid kernel-bench output (its parts are not of their types)") from None
 
 
 def _check_schema_version(version: object, origin: str) -> None:

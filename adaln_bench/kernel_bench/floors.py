@@ -83,3 +83,14 @@ def mlp_work(shape: Shape, tokens: int, kind: str, copy_tbps: float = H200_COPY_
     t_bytes = nbytes / (copy_tbps * 1e12) * 1e6
     t_flops = flops / (tf32_tflops * 1e12) * 1e6
     return Work(nbytes, flops, max(t_bytes, t_flops), "bytes" if t_bytes >= t_flops else "flops")
+
+
+def floors_for(op: str, shape: Shape, sizes: list[int]) -> dict:
+    """{size: {kind: Work as a dict}} for the operators with a floor (the projection's GEMMs, the timestep MLP's
+    3xTF32); {} for the others, whose figures are set against the copy of their bytes instead."""
+    if op == "adaln_projection":
+        works = {"fwd": forward_work, "fwd_bwd": forward_backward_work}
+        return {str(t): {k: asdict(f(shape, t)) for k, f in works.items()} for t in sizes}
+    if op == "timestep_mlp":
+        return {str(t): {k: asdict(mlp_work(shape, t, k)) for k in ("fwd", "fwd_bwd")} for t in sizes}
+    return {}

@@ -1,4 +1,5 @@
-"""What `kernel-bench` times: the plain cuBLAS path and bundled kernel libraries named on the command line.
+"""The bundled projection libraries `kernel-bench --library` names, as subjects of the projection beside its
+registered candidates (the stock path is cuBLAS).
 
 A library is named by its code path ("sm90", "portable"), as NAME=PATH[:DEFINE,DEFINE...] for an
 experiment build (sm90_config.h's defines), loaded from the kernel cache or built there, or as NAME=FILE.so
@@ -7,14 +8,14 @@ for a library built elsewhere (another commit's, to compare with in the same pro
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 import torch
 
-CUBLAS = "cublas"
+CUBLAS = "cublas"  # the stock path's old name, refused as a library's
 PATHS = ("sm90", "portable")
+PROJECTION = "adaln_projection"
 
 
 class SpecError(ValueError):
@@ -42,8 +43,8 @@ def parse_library(text: str) -> LibrarySpec:
     path, _, defs = rest.partition(":")
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise SpecError(f"library {text!r}: the name must be letters, digits, '_' or '-'")
-    if name == CUBLAS:
-        raise SpecError(f"library {text!r}: {CUBLAS!r} is the baseline's name")
+    if name in (CUBLAS, "stock", "copy"):
+        raise SpecError(f"library {text!r}: {name!r} is the stock path's or the copy's name")
     if path not in PATHS:
         raise SpecError(f"library {text!r}: code path must be one of {', '.join(PATHS)}")
     defines = tuple(d for d in defs.split(",") if d)
@@ -54,26 +55,16 @@ def parse_library(text: str) -> LibrarySpec:
     return LibrarySpec(name, path, defines)
 
 
-@dataclass
-class Subject:
-    """One thing timed: a differentiable forward (temb, W, b) -> Y, and for a library its C entry points."""
-
-    name: str
-    forward: Callable
-    library: Optional[object] = None  # build.Library for a bundled subject
-    info: dict = field(default_factory=dict)
-
-
-def cublas_subject() -> Subject:
-    from adaln_bench.ops.adaln_projection import replay
-
-    return Subject(CUBLAS, replay, None, {"kind": "cublas", "what": "F.linear(F.silu(temb).to(bf16), W, b) + autograd"})
-
-
-def library_subject(spec: LibrarySpec, device: torch.device, log=None) -> Subject:
+def library_subject(op, spec: LibrarySpec, shape, device: torch.device, log=None):
+    """A bundled projection library as the harness's Subject of the projection: (subject, its C library, what it
+    is: code path, configuration and cache key)."""
+    from adaln_bench.harness.measurement.subject import Subject
     from adaln_bench.kernels.bundled import build as B
     from adaln_bench.kernels.bundled.candidate import make_forward
+    from adaln_bench.ops.candidates import Implementation
 
+    if op.name != PROJECTION:
+        raise ValueError(f"--library names a bundled projection library; {op.name} has none")
     major, minor = torch.cuda.get_device_capability(device)
     if spec.path == "file":
         meta_path = Path(spec.file).parent / "meta.json"
@@ -86,6 +77,8 @@ def library_subject(spec: LibrarySpec, device: torch.device, log=None) -> Subjec
         target = B.Target(base.path, base.arch, base.cc, spec.defines)
         lib = B.load(target, log=log)
         key = B.cache_key(target)
-    info = {"kind": "bundled", "path": spec.path, "defines": list(spec.defines), "file": spec.file,
-            "code_path": lib.path_name, "config": lib.config, "library_key": key}
-    return Subject(spec.name, make_forward(lib), lib, info)
+    what = f"bundled library {spec.path}" + (f" ({spec.file})" if spec.file else "") + \
+        (f" with {', '.join(spec.defines)}" if spec.defines else "") + \
+        f"; code path: {lib.path_name}; config: {lib.config}; library key: {key}"
+    impl = Implementation(source=f"bundled library {spec.name}", has_backward=True, forward=make_forward(lib))
+    return Subject.for_forward(op, impl, shape), lib, what

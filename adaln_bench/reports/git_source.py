@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Optional
 
 from adaln_bench.errors import UserError
-from adaln_bench.bounded_read import size_text
 from adaln_bench.datamodel.io import parse_report, read_report
+from adaln_bench.bounded_read import size_text
+from adaln_bench.datamodel.load import MAX_REPORT_BYTES, Document, parse_document, read_document
 from adaln_bench.datamodel.schema import Report
-from adaln_bench.datamodel.load import MAX_REPORT_BYTES
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,17 @@ def load_report(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Repo
     source = parse_source(text, cwd)
     if source.is_git:
         return parse_report(git_show(source.rev, source.path, cwd), source.text)
+    return read_report(_local(source, cwd))  # a directory, a FIFO or a device gets its one line there
+
+
+def load_document(text: str, cwd: Optional[str | os.PathLike[str]] = None) -> Document:
+    """As load_report, for the commands that also read a kernel-bench output (`report`, `diff`)."""
+    source = parse_source(text, cwd)
+    if source.is_git:
+        return parse_document(git_show(source.rev, source.path, cwd), source.text)
+    return read_document(_local(source, cwd))
+
+
+def _local(source: ReportSource, cwd: Optional[str | os.PathLike[str]]) -> Path:
     path = Path(source.path)
-    if cwd is not None and not path.is_absolute():
-        path = Path(cwd) / path
-    return read_report(path)  # a directory, a FIFO or a device gets its one line there
+    return Path(cwd) / path if cwd is not None and not path.is_absolute() else path

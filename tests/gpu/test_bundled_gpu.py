@@ -160,3 +160,22 @@ def test_wrong_gpu_refused(fwd, monkeypatch):
     temb, w, b, _ = _inputs(2, 256, 768)
     with pytest.raises(RuntimeError, match="built for"):
         fwd(temb, w, b)
+
+
+def test_kernel_bench_of_the_libraries_end_to_end(fwd, tmp_path):
+    """`kernel-bench` without --op: the bundled library as a subject of the projection beside cuBLAS, its entry
+    points, its bits across the tier sizes, and the output read back by `report` (the loader's schema)."""
+    import json
+
+    from tests.conftest import run_cli
+
+    path = "sm90" if torch.cuda.get_device_capability() == (9, 0) else "portable"
+    r = run_cli("kernel-bench", "--library", path, "--sizes", "1,64", "--accuracy-sizes", "64", "--processes", "1",
+                "--out", str(tmp_path), "--name", "kb", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    op = json.loads((tmp_path / "kb.json").read_text())["combined"]["ops"]["adaln_projection"]
+    assert op["bits"]["subjects"][path]["invariant"] and op["bits"]["subjects"][path]["repeatable"]
+    assert op["rows"]["64"]["fwd_bwd"][path]["vs_stock"] > 0 and op["rows"]["64"]["fwd"][path]["of_floor"] > 0
+    assert set(op["entries"][path]["64"]) == {"fwd", "d_temb", "dW", "db"}
+    shown = run_cli("report", str(tmp_path / "kb.json"))
+    assert shown.returncode == 0 and f"| adaln_projection | {path} | 64 |" in shown.stdout

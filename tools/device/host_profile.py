@@ -21,7 +21,7 @@ import torch
 from adaln_bench.harness.measurement.device_time import StopRule, measure_interleaved
 from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.harness.measurement.timing import time_call
-from adaln_bench.kernel_bench.op_child import candidate_subject, closures, input_sets, stock_subject
+from adaln_bench.kernel_bench.child import candidate_subject, closures, input_sets, stock_subject
 from adaln_bench.ops.draws import draw_params
 from adaln_bench.ops.registry import get_operator
 
@@ -65,16 +65,19 @@ def per_call_us(fn, n: int = 2000) -> float:
 
 def glue_us(device) -> dict:
     """The gathered ops' per-call host steps, each the way it is done now and the way it was (f6229f3)."""
+    import ctypes
+
     from adaln_bench.kernels.gathered import build as B
     from adaln_bench.kernels.gathered import ops
+    from adaln_bench.kernels.toolchain.c_calls import error_buffer
 
     ops.library(device)
     return {"stream, raw handle": per_call_us(lambda: ops._stream(device)),
             "stream, torch.cuda.current_stream": per_call_us(lambda: torch.cuda.current_stream(device).cuda_stream),
             "library, cached by index": per_call_us(lambda: ops.library(device)),
             "library, load(target_for_device)": per_call_us(lambda: B.load(ops.target_for_device(device))),
-            "error buffer, per thread": per_call_us(B._error_buffer),
-            "error buffer, new": per_call_us(lambda: B.ctypes.create_string_buffer(1024))}
+            "error buffer, per thread": per_call_us(error_buffer),
+            "error buffer, new": per_call_us(lambda: ctypes.create_string_buffer(1024))}
 
 
 def main(argv: list[str]) -> int:

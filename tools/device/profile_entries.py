@@ -12,9 +12,10 @@ import sys
 import torch
 
 from adaln_bench.harness.measurement import plan as P
-from adaln_bench.ops.adaln_projection.inputs import make_params, make_upstream
+from adaln_bench.ops.draws import draw_params, draw_upstream
+from adaln_bench.ops.registry import get_operator
 from adaln_bench.harness.assembly.shapes import PRESETS
-from adaln_bench.kernel_bench.child import entry_points
+from adaln_bench.kernel_bench.entry_points import entry_points
 from adaln_bench.kernel_bench.subjects import library_subject, parse_library
 
 
@@ -39,18 +40,20 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     device = torch.device("cuda", 0)
     shape = PRESETS["h3"]
-    params = make_params(shape, device)
+    op = get_operator("adaln_projection")
+    params = draw_params(op, shape, device)
     parts = args.parts.split(",")
     for tokens in (int(t) for t in args.sizes.split(",")):
         for spec in args.library:
-            subject = library_subject(parse_library(spec), device)
-            calls = entry_points(subject.library, shape, params, tokens, device)
+            lib_spec = parse_library(spec)
+            _, lib, _ = library_subject(op, lib_spec, shape, device)
+            calls = entry_points(lib, shape, params, tokens, device)
             for part in parts:
-                profiled(f"{subject.name}/{part}/T={tokens}", calls[part])
+                profiled(f"{lib_spec.name}/{part}/T={tokens}", calls[part])
         if args.cublas:
             act = torch.randn(tokens, shape.dim, device=device).to(torch.bfloat16)
-            dy = make_upstream((tokens, shape.out_features), torch.bfloat16, P.ACCURACY_UPSTREAM_SEED, device)
-            w = params.weight
+            dy = draw_upstream([(tokens, shape.out_features)], [torch.bfloat16], P.ACCURACY_UPSTREAM_SEED, device)[0]
+            w = params["w"]
             profiled(f"cublas/fwd/T={tokens}", lambda: torch.nn.functional.linear(act, w))
             profiled(f"cublas/d_act/T={tokens}", lambda: dy @ w)
             profiled(f"cublas/dW/T={tokens}", lambda: dy.t() @ act)

@@ -6,7 +6,7 @@ be tested on the CPU with a fake candidate whose batch dependence is known.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -157,3 +157,51 @@ def probe_batch_invariance(run: Runner, plan: P.ProbePlan, tick: Tick = no_progr
     )
     result.batch_invariant = probes_pass(result)  # the verdict over every probe in datamodel/metrics.py
     return result
+
+
+# --- bits across sizes (kernel-bench's quick check) ------------------------------------------------------------
+
+
+def single_rows(n: int) -> list[int]:
+    """The first, a middle and the last row."""
+    return sorted({0, n // 2, n - 1})
+
+
+def count_rows_differ(whole: RunOutput, part: RunOutput, rows: Sequence[int]) -> int:
+    """Rows of `part` that differ from rows `rows` of `whole` in any output or row gradient."""
+    mine = [*whole.outs, *(whole.row_grads or ())]
+    theirs = [*part.outs, *(part.row_grads or ())]
+    index = torch.as_tensor(list(rows), device=mine[0].device)
+    differ = torch.zeros(len(rows), dtype=torch.bool, device=mine[0].device)
+    for w, p in zip(mine, theirs):
+        differ |= (w.index_select(0, index) != p).reshape(len(rows), -1).any(dim=1)
+    return int(differ.sum())
+
+
+def probe_prefixes(run: Runner, seed: int, sizes: Sequence[int]) -> dict:
+    """Bits across the sizes a benchmark times: the batch of the largest size run whole; its prefix at every other
+    size and `single_rows` alone must give its rows bit for bit (counted per row), and at every size two identical
+    runs the same parameter gradients. `invariant`: no row differed; `repeatable`: every size repeated (None: no
+    parameter differentiated)."""
+    n = max(sizes)
+    whole = run(seed, n, range(n))
+    out: dict = {"rows_compared": 0, "rows_differ": 0, "params_repeatable": {}, "failures": []}
+
+    def compare(what: str, rows: list[int]) -> None:
+        bad = count_rows_differ(whole, run(seed, n, rows), rows)
+        out["rows_compared"] += len(rows)
+        out["rows_differ"] += bad
+        if bad:
+            out["failures"].append(f"{what}: {bad} of {len(rows)} rows differ")
+
+    for s in sorted(set(sizes)):
+        if s < n:
+            compare(f"prefix {s}", list(range(s)))
+        first = whole if s == n else run(seed, n, range(s))
+        out["params_repeatable"][str(s)] = same_params(first, run(seed, n, range(s)))
+    for i in single_rows(n):
+        compare(f"row {i} alone", [i])
+    repeat = [v for v in out["params_repeatable"].values() if v is not None]
+    out["invariant"] = out["rows_differ"] == 0
+    out["repeatable"] = all(repeat) if repeat else None
+    return out

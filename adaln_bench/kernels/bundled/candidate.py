@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 
 from adaln_bench.kernels.bundled import build as _build
+from adaln_bench.kernels.toolchain import unavailable
 
 _ALIGN = 16
 
@@ -144,12 +145,7 @@ def availability() -> Optional[str]:
         target = target_for_device(torch.device("cuda", torch.cuda.current_device()))
     except _build.BuildError as exc:
         return str(exc)
-    if (_build.library_dir(target) / _build.LIB_NAME).exists():
-        return None
-    missing = _build.missing_toolchain()
-    if missing:
-        return f"no prebuilt library for {target.arch} in {_build.cache_root()} and {missing}"
-    return None
+    return unavailable(_build.recipe(target))
 
 
 def library_details(lib: "_build.Library", out_features: int) -> dict[str, str]:

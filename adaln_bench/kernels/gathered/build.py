@@ -1,40 +1,32 @@
-"""Build, cache and load the gathered-operator kernel library (no torch needed here).
+"""The gathered-operator kernel library: its recipe per target and its ctypes interface (no torch needed here).
 
-One source (``gathered.cu``), one nvcc call, one shared library per target architecture, loaded with ctypes
-through a plain C interface (no torch C++ ABI). It needs no CUTLASS. nvcc is found as for the bundled
-projection kernel (``adaln_bench.kernels.bundled.build.find_nvcc``: ``$ADALN_BENCH_NVCC``, ``$CUDA_HOME``,
-``PATH``, ``/usr/local/cuda``), and the library is cached beside it: ``$ADALN_BENCH_KERNEL_CACHE`` or
-``~/.cache/adaln_bench/kernels``, folder ``gathered-<arch>-<key>`` (key = hash of the source, flags and
-target). A library already there is loaded without nvcc (prebuilt and carried). Prebuild with
+One source (``gathered.cu``), one nvcc call, one shared library per target architecture, built and cached by the
+kernel toolchain (adaln_bench/kernels/toolchain; cache folder ``gathered-<arch>-<key>``) and loaded with ctypes
+through a plain C interface (no torch C++ ABI). It needs no CUTLASS. Prebuild with
 ``python -m adaln_bench.kernels.gathered.build --arch sm_90a --arch sm_100a``.
 
-Target: compute capability 9.0 -> sm_90a, 10.x -> sm_10xa, other >= 8.0 -> that exact architecture
-(``sm_XY``, or ``sm_XYa`` from 9.0 on). The kernels use nothing architecture-specific; the library refuses a
-device of another capability (status wrong_arch).
+Target: the toolchain's rule (9.0 -> sm_90a, 10.0 -> sm_100a, other capabilities from 8.0 -> their own). The
+kernels use nothing architecture-specific; the library refuses a device of another capability (status wrong_arch).
 """
 from __future__ import annotations
 
-import argparse
 import ctypes
-import hashlib
-import json
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from adaln_bench.kernels.bundled.build import BuildError, cache_root, find_nvcc, nvcc_version
-from adaln_bench.kernels.library_cache import build_atomically, cached_meta
+from adaln_bench.kernels.toolchain import (BuildError, Recipe, arch_for_capability, load_once, parse_arch,
+                                           prebuild_main)
+from adaln_bench.kernels.toolchain.c_calls import call_checked
 
 HERE = Path(__file__).resolve().parent
-SOURCE = "gathered.cu"
-HEADERS = ("norm_onepass.cuh",)  # included by SOURCE; part of the cache key
+SOURCES = ("gathered.cu",)
+HEADERS = ("norm_onepass.cuh",)  # included by gathered.cu
 LIB_NAME = "libadaln_gathered.so"
 ABI_VERSION = 4
-FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-shared")
+FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden")
+MIN_CC = 80
 
 # op codes of gat_workspace_bytes / gat_chunking
 OP_ROW_GATHER, OP_NORM, OP_GATE = 0, 1, 2
@@ -45,76 +37,20 @@ class Target:
     arch: str  # e.g. "sm_90a"
     cc: int  # 10 * major + minor, exactly what the library runs on
 
-    @property
-    def gencode(self) -> str:
-        return f"-gencode=arch=compute_{self.arch[3:]},code={self.arch}"
 
-    def flags(self) -> list[str]:
-        return [*FLAGS, self.gencode, f"-DGAT_REQUIRED_CC={self.cc}"]
+def recipe(target: Target) -> Recipe:
+    return Recipe(name="gathered", lib_name=LIB_NAME, abi=ABI_VERSION, arch=target.arch, folder=HERE,
+                  sources=SOURCES, headers=HEADERS, flags=FLAGS, defines=(f"GAT_REQUIRED_CC={target.cc}",),
+                  notes=(("cc", target.cc),))
 
 
 def target_for_arch(arch: str) -> Target:
-    if not arch.startswith("sm_") or not arch[3:].rstrip("af").isdigit():
-        raise ValueError(f"arch must look like sm_90a, got {arch!r}")
-    return Target(arch, int(arch[3:].rstrip("af")))
+    return Target(arch, parse_arch(arch))
 
 
 def target_for_capability(major: int, minor: int) -> Target:
-    cc = 10 * major + minor
-    if cc < 80:
-        raise BuildError(f"compute capability {major}.{minor} is not supported (needs 8.0 or later)")
-    return Target(f"sm_{cc}a" if cc >= 90 else f"sm_{cc}", cc)
-
-
-def cache_key(target: Target) -> str:
-    h = hashlib.sha256()
-    h.update(f"abi={ABI_VERSION}\narch={target.arch}\ncc={target.cc}\nflags={' '.join(target.flags())}\n".encode())
-    for name in (SOURCE, *HEADERS):
-        h.update((HERE / name).read_bytes())
-    return h.hexdigest()[:20]
-
-
-def library_dir(target: Target, root: Optional[Path] = None) -> Path:
-    return (root or cache_root()) / f"gathered-{target.arch}-{cache_key(target)}"
-
-
-def missing_toolchain() -> Optional[str]:
-    if find_nvcc() is None:
-        return "nvcc not found (set CUDA_HOME or ADALN_BENCH_NVCC, or put nvcc on PATH)"
-    return None
-
-
-def compile_library(target: Target, out_dir: Path) -> dict:
-    """One nvcc call: gathered.cu -> out_dir/libadaln_gathered.so. Returns metadata (also in meta.json)."""
-    nvcc = find_nvcc()
-    if nvcc is None:
-        raise BuildError(missing_toolchain() or "nvcc not found")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [nvcc, *target.flags(), str(HERE / SOURCE), "-o", str(out_dir / LIB_NAME)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BuildError(f"nvcc {SOURCE} for {target.arch} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
-                         f"{(proc.stdout + proc.stderr)[-6000:]}")
-    meta = {"abi": ABI_VERSION, "arch": target.arch, "cc": target.cc, "key": cache_key(target),
-            "flags": " ".join(target.flags()), "nvcc": nvcc_version(nvcc),
-            "build_seconds": round(time.perf_counter() - t0, 1)}
-    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2))
-    return meta
-
-
-def ensure_library(target: Target) -> tuple[Path, dict]:
-    """The cached library for target, built (atomically: temp folder, then rename) when missing."""
-    final = library_dir(target)
-    meta = cached_meta(final, LIB_NAME)
-    if meta is not None:
-        return final / LIB_NAME, meta
-    missing = missing_toolchain()
-    if missing:
-        raise BuildError(f"no cached library at {final} and cannot build one: {missing}")
-    meta = build_atomically(final, LIB_NAME, lambda tmp: compile_library(target, tmp))
-    meta["prebuilt_or_cached"] = False
-    return final / LIB_NAME, meta
+    arch = arch_for_capability(major, minor, MIN_CC)
+    return Target(arch, parse_arch(arch))
 
 
 _vp, _i64, _i32, _sz, _f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_size_t, ctypes.c_float
@@ -190,43 +126,12 @@ class Library:
         return self._lib.gat_status_name(rc).decode()
 
     def call(self, name: str, *args) -> None:
-        buf = _error_buffer()
-        buf[0] = b"\0"  # no stale message from an earlier failure
-        rc = getattr(self._lib, name)(*args, buf, 1024)
-        if rc != 0:
-            msg = buf.value.decode(errors="replace") or "no message"
-            raise RuntimeError(f"gathered kernel {name} failed ({self.status_name(rc)}, status {rc}): {msg}")
-
-
-_ERRORS = threading.local()  # one message buffer a thread (autograd's device thread calls the backward entries)
-
-
-def _error_buffer():
-    buf = getattr(_ERRORS, "buf", None)
-    if buf is None:
-        buf = _ERRORS.buf = ctypes.create_string_buffer(1024)
-    return buf
-
-
-_LOADED: dict[Target, Library] = {}
+        call_checked(getattr(self._lib, name), args, self.status_name, f"gathered kernel {name}")
 
 
 def load(target: Target) -> Library:
-    if target not in _LOADED:
-        lib_path, meta = ensure_library(target)
-        _LOADED[target] = Library(lib_path, target, meta)
-    return _LOADED[target]
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(description="Prebuild the gathered-operator kernel library into the cache.")
-    p.add_argument("--arch", action="append", default=None, help="sm_90a (default), sm_100a, ... (repeatable)")
-    args = p.parse_args(argv)
-    for arch in args.arch or ["sm_90a"]:
-        lib, meta = ensure_library(target_for_arch(arch))
-        print(f"{arch}: {lib} ({'cached' if meta.get('prebuilt_or_cached') else 'built'})")
-    return 0
+    return load_once(recipe(target), lambda path, meta: Library(path, target, meta))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(prebuild_main("the gathered-operator kernel library", lambda arch, _: recipe(target_for_arch(arch))))

@@ -1,48 +1,42 @@
-"""Build, cache and load the timestep-MLP kernel library (no torch needed here).
+"""The timestep-MLP kernel library: its recipe per target and its ctypes interface (no torch needed here).
 
 Four sources (the C interface and elementwise kernels in ``mlp.cu``; the CUTLASS 3xTF32 GEMMs in ``gemm_tn.cu``,
-``gemm_nn.cu`` and ``gemm_dw.cu``, compiled in parallel), one shared library per target architecture, loaded with
-ctypes through a plain C interface (no torch C++ ABI). nvcc and the CUTLASS headers are found as for the bundled
-projection kernel (``adaln_bench.kernels.bundled.build``: ``find_nvcc``, ``find_cutlass_include``), and the
-library is cached beside it: ``$ADALN_BENCH_KERNEL_CACHE`` or ``~/.cache/adaln_bench/kernels``, folder
-``timestep_mlp-<arch>-<key>`` (key = hash of the sources, flags and target). A library already there is loaded
-without nvcc or CUTLASS (prebuilt and carried). Prebuild with
+``gemm_nn.cu`` and ``gemm_dw.cu``), one shared library per target architecture, built and cached by the kernel
+toolchain (adaln_bench/kernels/toolchain: nvcc and CUTLASS found, sources compiled in parallel, cache folder
+``timestep_mlp-<arch>-<key>``), loaded with ctypes through a plain C interface (no torch C++ ABI). Prebuild with
 ``python -m adaln_bench.kernels.timestep_mlp.build --arch sm_90a --arch sm_100a``.
 
-Target: compute capability 9.0 -> sm_90a, 10.x -> sm_10xa, other >= 8.0 -> that exact architecture. Every target
-runs the same code (CUTLASS 2.x, mma.sync m16n8k8 TF32, the Ampere instruction set); the library refuses a device
-of another capability (status wrong_arch).
+Target: the toolchain's rule (9.0 -> sm_90a, 10.0 -> sm_100a, other capabilities from 8.0 -> their own). Every
+target runs the same code (CUTLASS 2.x, mma.sync m16n8k8 TF32, the Ampere instruction set); the library refuses a
+device of another capability (status wrong_arch).
 """
 from __future__ import annotations
 
-import argparse
 import ctypes
-import hashlib
-import json
-import os
-import subprocess
 import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from adaln_bench.kernels.bundled.build import (BuildError, cache_root, find_cutlass_include, find_nvcc,
-                                               missing_toolchain, nvcc_version)
-from adaln_bench.kernels.library_cache import build_atomically, cached_meta
+from adaln_bench.kernels.toolchain import (CUTLASS, BuildError, Recipe, arch_for_capability, load_once, parse_arch,
+                                           prebuild_main)
+from adaln_bench.kernels.toolchain.c_calls import call_checked
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ("gemm_nn.cu", "gemm_tn.cu", "gemm_dw.cu", "mlp.cu")  # longest compile first
+SOURCES = (  # one line a file, the longest compile first
+    "gemm_nn.cu",
+    "gemm_tn.cu",
+    "gemm_dw.cu",
+    "mlp.cu",
+)
 HEADERS = ("gemm_3xtf32.cuh", "gemm_impl.cuh")
 LIB_NAME = "libadaln_timestep_mlp.so"
 ABI_VERSION = 1
 FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC",
          "-Xcompiler", "-fvisibility=hidden")
+MIN_CC = 80  # mma.sync TF32
 
-__all__ = ["BuildError", "Library", "Target", "ensure_library", "load", "missing_toolchain", "target_for_arch",
-           "target_for_capability"]
+__all__ = ["BuildError", "Library", "Target", "load", "recipe", "target_for_arch", "target_for_capability"]
 
 
 @dataclass(frozen=True)
@@ -51,86 +45,21 @@ class Target:
     cc: int  # 10 * major + minor, exactly what the library runs on
     defines: tuple[str, ...] = ()  # experiment variants only (e.g. "TMLP_SPLIT_Y=8"); empty = the shipped recipe
 
-    @property
-    def gencode(self) -> str:
-        return f"-gencode=arch=compute_{self.arch[3:]},code={self.arch}"
 
-    def flags(self) -> list[str]:
-        return [*FLAGS, self.gencode, f"-DTMLP_REQUIRED_CC={self.cc}", *(f"-D{d}" for d in self.defines)]
+def recipe(target: Target) -> Recipe:
+    return Recipe(name="timestep_mlp", lib_name=LIB_NAME, abi=ABI_VERSION, arch=target.arch, folder=HERE,
+                  sources=SOURCES, headers=HEADERS, flags=FLAGS,
+                  defines=(f"TMLP_REQUIRED_CC={target.cc}", *target.defines), header_sets=(CUTLASS,),
+                  notes=(("cc", target.cc),))
 
 
 def target_for_arch(arch: str) -> Target:
-    if not arch.startswith("sm_") or not arch[3:].rstrip("af").isdigit():
-        raise ValueError(f"arch must look like sm_90a, got {arch!r}")
-    return Target(arch, int(arch[3:].rstrip("af")))
+    return Target(arch, parse_arch(arch))
 
 
 def target_for_capability(major: int, minor: int) -> Target:
-    cc = 10 * major + minor
-    if cc < 80:
-        raise BuildError(f"compute capability {major}.{minor} is not supported (needs 8.0 or later: mma.sync TF32)")
-    return Target(f"sm_{cc}a" if cc >= 90 else f"sm_{cc}", cc)
-
-
-def cache_key(target: Target) -> str:
-    h = hashlib.sha256()
-    h.update(f"abi={ABI_VERSION}\narch={target.arch}\ncc={target.cc}\nflags={' '.join(target.flags())}\n".encode())
-    for name in (*HEADERS, *SOURCES):
-        h.update(name.encode() + b"\0" + (HERE / name).read_bytes() + b"\0")
-    return h.hexdigest()[:20]
-
-
-def library_dir(target: Target, root: Optional[Path] = None) -> Path:
-    return (root or cache_root()) / f"timestep_mlp-{target.arch}-{cache_key(target)}"
-
-
-def _run(cmd: list[str], what: str) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BuildError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{(proc.stdout + proc.stderr)[-6000:]}")
-    return time.perf_counter() - t0
-
-
-def compile_library(target: Target, out_dir: Path, jobs: Optional[int] = None) -> dict:
-    """Each source compiled (in parallel), then linked into out_dir/LIB_NAME. Returns metadata (also meta.json)."""
-    nvcc, inc = find_nvcc(), find_cutlass_include()
-    if nvcc is None or inc is None:
-        raise BuildError(missing_toolchain() or "nvcc or the CUTLASS headers not found")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    flags = [*target.flags(), f"-I{HERE}", f"-I{inc}"]
-    t0 = time.perf_counter()
-
-    def one(src: str) -> tuple[str, float]:
-        obj = out_dir / (Path(src).stem + ".o")
-        return src, _run([nvcc, *flags, "-c", str(HERE / src), "-o", str(obj)], f"nvcc {src} for {target.arch}")
-
-    with ThreadPoolExecutor(max_workers=jobs or max(1, min(len(SOURCES), os.cpu_count() or 1))) as pool:
-        times = dict(pool.map(one, SOURCES))
-    objs = [str(out_dir / (Path(s).stem + ".o")) for s in SOURCES]
-    _run([nvcc, "-shared", target.gencode, "-o", str(out_dir / LIB_NAME), *objs], f"link {LIB_NAME}")
-    for o in objs:
-        os.unlink(o)
-    meta = {"abi": ABI_VERSION, "arch": target.arch, "cc": target.cc, "key": cache_key(target),
-            "flags": " ".join(target.flags()), "nvcc": nvcc_version(nvcc), "cutlass_include": str(inc),
-            "compile_seconds": {k: round(v, 1) for k, v in times.items()},
-            "build_seconds": round(time.perf_counter() - t0, 1)}
-    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2))
-    return meta
-
-
-def ensure_library(target: Target) -> tuple[Path, dict]:
-    """The cached library for target, built (atomically: temp folder, then rename) when missing."""
-    final = library_dir(target)
-    meta = cached_meta(final, LIB_NAME)
-    if meta is not None:
-        return final / LIB_NAME, meta
-    missing = missing_toolchain()
-    if missing:
-        raise BuildError(f"no cached library at {final} and cannot build one: {missing}")
-    meta = build_atomically(final, LIB_NAME, lambda tmp: compile_library(target, tmp))
-    meta["prebuilt_or_cached"] = False
-    return final / LIB_NAME, meta
+    arch = arch_for_capability(major, minor, MIN_CC, "mma.sync TF32")
+    return Target(arch, parse_arch(arch))
 
 
 _vp, _i64, _i32, _sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_size_t
@@ -204,51 +133,12 @@ class Library:
         return self._lib.tmlp_status_name(rc).decode()
 
     def call(self, name: str, *args) -> None:
-        buf = _error_buffer()
-        buf[0] = b"\0"
-        rc = getattr(self._lib, name)(*args, buf, 1024)
-        if rc != 0:
-            msg = buf.value.decode(errors="replace") or "no message"
-            raise RuntimeError(f"timestep_mlp kernel {name} failed ({self.status_name(rc)}, status {rc}): {msg}")
-
-
-_ERRORS = threading.local()  # one message buffer a thread (autograd's device thread calls the backward)
-
-
-def _error_buffer():
-    buf = getattr(_ERRORS, "buf", None)
-    if buf is None:
-        buf = _ERRORS.buf = ctypes.create_string_buffer(1024)
-    return buf
-
-
-_LOADED: dict[Target, Library] = {}
-_LOCK = threading.Lock()
+        call_checked(getattr(self._lib, name), args, self.status_name, f"timestep_mlp kernel {name}")
 
 
 def load(target: Target) -> Library:
-    with _LOCK:
-        if target not in _LOADED:
-            lib_path, meta = ensure_library(target)
-            _LOADED[target] = Library(lib_path, target, meta)
-        return _LOADED[target]
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(description="Prebuild the timestep-MLP kernel library into the cache.")
-    p.add_argument("--arch", action="append", default=None, help="sm_90a (default), sm_100a, ... (repeatable)")
-    p.add_argument("--define", action="append", default=[], help="an experiment variant, e.g. TMLP_SPLIT_Y=8")
-    args = p.parse_args(argv)
-    for arch in args.arch or ["sm_90a"]:
-        try:
-            target = Target(target_for_arch(arch).arch, target_for_arch(arch).cc, tuple(args.define))
-            lib, meta = ensure_library(target)
-        except (ValueError, BuildError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        print(f"{arch}: {lib} ({'cached' if meta.get('prebuilt_or_cached') else 'built'})")
-    return 0
+    return load_once(recipe(target), lambda path, meta: Library(path, target, meta))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(prebuild_main("the timestep-MLP kernel library", lambda arch, _: recipe(target_for_arch(arch))))

@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from adaln_bench.kernels.bundled.build import BuildError
+from adaln_bench.kernels.toolchain import BuildError, unavailable
 from adaln_bench.kernels.timestep_mlp import build as _build
 
 _F32 = torch.float32
@@ -107,12 +107,7 @@ def availability() -> Optional[str]:
         target = target_for_device(torch.device("cuda", torch.cuda.current_device()))
     except BuildError as exc:
         return str(exc)
-    if (_build.library_dir(target) / _build.LIB_NAME).exists():
-        return None
-    missing = _build.missing_toolchain()
-    if missing:
-        return f"no prebuilt timestep_mlp library for {target.arch} in {_build.cache_root()} and {missing}"
-    return None
+    return unavailable(_build.recipe(target))
 
 
 class _TimestepMLP(torch.autograd.Function):

@@ -1,141 +1,17 @@
-"""Combining the processes of a `kernel-bench --op` run, the verdicts against issue 32's targets, and the
-Markdown (pure: tested on the CPU).
-
-Each figure is the median over processes of one process's figure: its device-time median, its paired ratio to
-the stock path (the median over rounds of candidate / stock), its fraction of the copy rate (the median over
-rounds of copy / candidate, the copy moving the operator's fewest bytes from its Cost, the faster of a memcpy and
-a copy kernel in that process), its host-inclusive
-median.
-"""
+"""A `kernel-bench` output's Markdown (pure): the summary line per operator, candidate and size, then per operator
+its subjects, times, targets, floors, entry points, errors against FP64 and bits. What the command prints and what
+`adaln-bench report` shows for a kernel-bench output."""
 from __future__ import annotations
 
 from typing import Optional
 
 from adaln_bench.kernel_bench import targets as T
-from adaln_bench.datamodel.stats import median
+from adaln_bench.kernel_bench.combine import all_passed
+from adaln_bench.datamodel.kernel_bench import COPY, KINDS, STOCK, KernelBenchReport
 
-STOCK, COPY = "stock", "copy"  # the subjects every size has: the operator's stock path, the copy of its bytes
-COPY_MEMCPY, COPY_KERNEL = "copy:memcpy", "copy:kernel"  # the copy's two ways; COPY's figure is the faster's
-KINDS = ("fwd", "fwd_bwd")
-FIELDS = ("us", "vs_stock", "of_copy", "host_us")
+ENTRY_POINTS = ("fwd", "d_temb", "dW", "db")
 
 
-def _median_of(values: list) -> Optional[float]:
-    present = [v for v in values if v is not None]
-    return median(present) if present else None
-
-
-def combine_figure(per_process: list[dict], nbytes: float) -> dict:
-    """One subject's figure at one size and kind, from each process's."""
-    fig: dict = {"processes": len(per_process)}
-    for key in FIELDS:
-        values = [p.get(key) for p in per_process]
-        m = _median_of(values)
-        fig[key] = None if m is None else round(m, 4)
-        fig[f"per_process_{key}"] = [None if v is None else round(v, 4) for v in values]
-    fig["tbps"] = round(nbytes / (fig["us"] * 1e-6) / 1e12, 3) if fig["us"] else None
-    return fig
-
-
-def combine_copy(per_process: list[dict], nbytes: float) -> dict:
-    """The copy's figure (each process's faster way), each way's median over processes, and the way each chose."""
-    fig = combine_figure(per_process, nbytes)
-    fig["way"] = [p.get("way") for p in per_process]
-    ways = list(dict.fromkeys(w for p in per_process for w in p.get("ways_us", {})))
-    fig["ways"] = {}
-    for w in ways:
-        us = _median_of([p.get("ways_us", {}).get(w) for p in per_process])
-        fig["ways"][w] = {"us": None if us is None else round(us, 4),
-                          "tbps": round(nbytes / (us * 1e-6) / 1e12, 3) if us else None}
-    return fig
-
-
-def combine_op(name: str, processes: list[dict]) -> dict:
-    """The timed processes' figures (medians over them), and the bits and errors of the process that checked."""
-    found = [p["ops"][name] for p in processes if name in p.get("ops", {})]
-    runs = [r for r in found if r["sizes"]]
-    checked = next((r for r in found if r.get("bits") or r.get("accuracy")), {})
-    sizes = sorted({int(s) for r in runs for s in r["sizes"]})
-    rows: dict = {}
-    for s in sizes:
-        here = [r["sizes"][str(s)] for r in runs if str(s) in r["sizes"]]
-        row: dict = {"bytes": here[0]["bytes"], "copies": here[0]["copies"]}
-        for kind in KINDS:
-            nbytes = row["bytes"][kind]
-            names = [n for n in dict.fromkeys(n for h in here for n in h.get(kind, {}))]
-            row[kind] = {n: (combine_copy if n == COPY else combine_figure)(
-                [h[kind][n] for h in here if n in h.get(kind, {})], nbytes) for n in names}
-        rows[str(s)] = row
-    return {"subjects": (found[0] if found else {}).get("subjects", {}), "sizes": sizes, "rows": rows,
-            "bits": checked.get("bits"), "accuracy": checked.get("accuracy")}
-
-
-def verdicts(op: dict, op_name: str = "") -> dict:
-    """{candidate: {S: {kind: {"passed", "target", "why", "processes"}}}} for every subject but the stock path
-    (op_name picks the target table: timestep_mlp's is issue 43's)."""
-    out: dict = {}
-    for s, row in op["rows"].items():
-        for kind in KINDS:
-            for name, fig in row[kind].items():
-                if name in (STOCK, COPY):
-                    continue
-                v = T.judge(kind, int(s), fig["vs_stock"], fig["of_copy"], op_name)
-                out.setdefault(name, {}).setdefault(s, {})[kind] = {
-                    "passed": v.passed, "target": v.target.describe(), "why": v.why, "processes": fig["processes"]}
-    return out
-
-
-def error_verdicts(op: dict, table_grads: tuple[str, ...], op_name: str = "") -> dict:
-    """{candidate: {S: {grad: True/False/None}}}: each table gradient ERROR_FACTOR times closer to FP64 than stock;
-    for the timestep MLP the output ("fwd") and every gradient within issue 43's bound (T.mlp_error_bound)."""
-    acc = op.get("accuracy") or {}
-    stock = acc.get(STOCK, {})
-    out: dict = {}
-    for name, by_s in acc.items():
-        if name == STOCK:
-            continue
-        for s, entry in by_s.items():
-            ours, theirs = entry.get("grads", {}), stock.get(s, {}).get("grads", {})
-            if op_name == T.MLP_OP:
-                checks = {"fwd": T.mlp_error_verdict(entry.get("fwd"), stock.get(s, {}).get("fwd"))}
-                checks.update({g: T.mlp_error_verdict(ours.get(g), theirs.get(g)) for g in ours})
-                out.setdefault(name, {})[s] = checks
-            else:
-                out.setdefault(name, {})[s] = {g: T.error_verdict(ours.get(g), theirs.get(g)) for g in table_grads}
-    return out
-
-
-def combine(processes: list[dict], table_grads: dict[str, tuple[str, ...]]) -> dict:
-    """Every operator of the run: figures, and for the gathered operators (those with table gradients, issue 32's)
-    the verdicts and the table-gradient error verdicts."""
-    names = list(dict.fromkeys(n for p in processes for n in p.get("ops", {})))
-    ops = {}
-    for name in names:
-        op = combine_op(name, processes)
-        op["verdicts"] = verdicts(op, name) if T.has_targets(name, table_grads.get(name, ())) else {}
-        op["error_verdicts"] = error_verdicts(op, table_grads.get(name, ()), name)
-        ops[name] = op
-    return {"ops": ops}
-
-
-def all_passed(combined: dict) -> bool:
-    return all(k["passed"] for op in combined["ops"].values() for by_s in op["verdicts"].values()
-               for kinds in by_s.values() for k in kinds.values())
-
-
-def not_invariant(bits: Optional[dict]) -> list[str]:
-    """Candidates (not the stock path, whose table gradients are known not to repeat) that failed a bits check or
-    could not be checked."""
-    subjects = (bits or {}).get("subjects", {})
-    return [name for name, r in subjects.items()
-            if name != STOCK and not (r.get("invariant") and r.get("repeatable") is not False)]
-
-
-def failed_bits(combined: dict) -> list[str]:
-    return [f"{name}/{c}" for name, op in combined["ops"].items() for c in not_invariant(op.get("bits"))]
-
-
-# ------------------------------------------------------------------------------------------------ Markdown
 def _num(v: Optional[float], spec: str, suffix: str = "") -> str:
     return "–" if v is None else f"{format(v, spec)}{suffix}"
 
@@ -215,7 +91,7 @@ def errors_markdown(op: dict, table_grads: tuple[str, ...]) -> str:
 
 def floors_markdown(op: dict, floors: dict) -> str:
     """Each size's floor (kernel_bench.floors.mlp_work) beside each candidate's device time."""
-    lines = ["| T | kind | MB | TF32 GFLOP | floor µs (bound) | subject | µs | of floor |", "|" + " --- |" * 8]
+    lines = ["| T | kind | MB | GFLOP | floor µs (bound) | subject | µs | of floor |", "|" + " --- |" * 8]
     for s in op["sizes"]:
         for kind in KINDS:
             f = floors.get(str(s), {}).get(kind)
@@ -239,11 +115,11 @@ def bits_markdown(op: dict) -> str:
              f"{', '.join(str(s) for s in bits['sizes'][:-1]) or 'no other size'} and three rows alone against the "
              "whole batch; table gradients of two identical runs at every size):"]
     for name, r in bits["subjects"].items():
-        if "error" in r:
+        if r.get("error"):
             lines.append(f"- {name}: FAILED: {r['error']}")
             continue
         rep = ", ".join(f"{s}: {'yes' if v else 'NO' if v is False else '–'}" for s, v in r["params_repeatable"].items())
-        lines.append(f"- {name}: {r['rows_differ']} of {r['rows_compared']} rows differ; table gradients repeat: {rep}"
+        lines.append(f"- {name}: {r['rows_differ']} of {r['rows_compared']} rows differ; table gradients repeat: {rep or '–'}"
                      + ("" if not r["failures"] else f" ({'; '.join(r['failures'][:4])})"))
     return "\n".join(lines) + "\n"
 
@@ -252,6 +128,19 @@ def _worst(entry: Optional[dict], grads: tuple[str, ...]) -> Optional[float]:
     values = [(entry or {}).get("grads", {}).get(g) for g in grads]
     present = [v for v in values if v is not None]
     return max(present) if present else None
+
+
+def entries_markdown(entries: dict) -> str:
+    """Per library and size, the median over processes of each C entry point's device time alone (µs)."""
+    lines = ["| library | T | " + " | ".join(ENTRY_POINTS) + " |", "|" + " --- |" * (2 + len(ENTRY_POINTS))]
+    for name, by_s in entries.items():
+        for s in sorted(by_s, key=int):
+            lines.append(f"| {name} | {s} | " + " | ".join(_num(by_s[s].get(p), ".1f") for p in ENTRY_POINTS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table_grads_of(combined: dict) -> dict[str, tuple[str, ...]]:
+    return {name: tuple(op.get("table_grads") or ()) for name, op in combined["ops"].items()}
 
 
 def summary_markdown(combined: dict, table_grads: dict[str, tuple[str, ...]]) -> str:
@@ -278,8 +167,21 @@ def summary_markdown(combined: dict, table_grads: dict[str, tuple[str, ...]]) ->
     return "\n".join(lines) + "\n"
 
 
-def document_markdown(stem: str, doc: dict, table_grads: dict[str, tuple[str, ...]]) -> str:
+FLOORS_NOTE = {T.MLP_OP: "fewest bytes at 4.13 TB/s; 3xTF32 tensor-core work at the mma.sync TF32 rate"}
+
+
+def report_markdown(report: KernelBenchReport, stem: str) -> str:
+    """The Markdown of a validated output (`adaln-bench report`)."""
+    note = "" if report.converted_from is None else \
+        f"(Read from kernel-bench's older {report.converted_from} layout.)\n\n"
+    text = document_markdown(stem, report.document())
+    head, sep, rest = text.partition("\n\n")
+    return head + sep + note + rest
+
+
+def document_markdown(stem: str, doc: dict) -> str:
     combined = doc["combined"]
+    table_grads = table_grads_of(combined)
     md = [f"# kernel-bench {stem}\n\n", f"{doc['device']['name']}, torch {doc['tool']['torch']}, {doc['processes']} "
           "process(es). Device time by CUDA-graph replay (row inputs rotated past L2), paired with the stock path "
           "in the same rounds; host µs: one call between two events with the host in the loop; of copy: the "
@@ -292,15 +194,18 @@ def document_markdown(stem: str, doc: dict, table_grads: dict[str, tuple[str, ..
                times_markdown(op)]
         if op["verdicts"]:
             md += [f"\nTargets ({T.issue_of(name)}):\n\n", verdicts_markdown(op)]
-        if name == T.MLP_OP and doc.get("floors", {}).get(name):
-            md += ["\nFloors (fewest bytes at 4.13 TB/s; 3xTF32 tensor-core work at the mma.sync TF32 rate):\n\n",
-                   floors_markdown(op, doc["floors"][name])]
+        if (doc.get("floors") or {}).get(name):
+            what = FLOORS_NOTE.get(name, "fewest bytes at 4.13 TB/s; the GEMMs at 790 TFLOP/s bf16")
+            md += [f"\nFloors ({what}):\n\n", floors_markdown(op, doc["floors"][name])]
+        if op.get("entries"):
+            md += ["\nC entry points alone (µs):\n\n", entries_markdown(op["entries"])]
         if op.get("accuracy"):
             md += ["\nErrors against FP64 (max |y − ref| / max |ref|, inputs of seed 11):\n\n", errors_markdown(op, grads)]
         bits = bits_markdown(op)
         if bits:
             md += ["\n", bits]
-    md.append(f"\nTargets: {'all met' if all_passed(combined) else 'NOT all met'}.\n")
+    if any(op["verdicts"] for op in combined["ops"].values()):
+        md.append(f"\nTargets: {'all met' if all_passed(combined) else 'NOT all met'}.\n")
     md += [f"\nFAILED {key}: {err}\n" for key, err in doc.get("subject_errors", [])]
     md += [f"\nPROCESS FAILED: {err}\n" for err in doc.get("process_errors", [])]
     return "".join(md)
