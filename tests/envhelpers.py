@@ -51,7 +51,7 @@ def add_pth(venv: Path, name: str, lines: list[str]) -> None:
 def different_copy(dest: Path, edit: str = "\n# a deliberate difference\n") -> Path:
     """A copy of this checkout's adaln_bench package with one file changed; returns the folder holding it."""
     shutil.copytree(ROOT / "adaln_bench", dest / "adaln_bench", ignore=shutil.ignore_patterns("__pycache__"))
-    target = dest / "adaln_bench" / "harness" / "plan.py"
+    target = dest / "adaln_bench" / "harness" / "measurement" / "plan.py"
     target.write_text(target.read_text(encoding="utf-8") + edit, encoding="utf-8")
     return dest
 

@@ -54,7 +54,8 @@ def test_the_claimant_answers_then_a_part_that_answers_for_its_whole_list_then_n
 
 @pytest.mark.slow
 def test_a_part_that_crashes_leaves_the_other_operators_to_the_other_part(tmp_path, monkeypatch):
-    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.processes.protocol import RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
@@ -64,7 +65,7 @@ def test_a_part_that_crashes_leaves_the_other_operators_to_the_other_part(tmp_pa
             OpWork(op="gate_residual", candidates=["diffusers"]),
             OpWork(op="timestep_sinusoid", candidates=["diffusers"]))
     jobs = [ModeJob(plain, work, part=i, shared=True) for i in (0, 1)]
-    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200, cold_start=False)
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200, cold_start=False)
     outcomes = {}
     with ModeRunner(options, [None, None], lambda key, event: None) as runner:
         runner.run_all(jobs, lambda key, outcome: outcomes.__setitem__(key, outcome))

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from adaln_bench.harness.processes.cold_start import ColdStartSpec, check_cold_start
+from adaln_bench.harness.processes.protocol import RunConfig
 from adaln_bench.datamodel.schema import ColdStart
 from adaln_bench.harness.assembly.shapes import PRESETS
 from conftest import ROOT
@@ -33,8 +34,8 @@ def _check(tmp_path, monkeypatch, candidate: str, timeout_s: float = 240, launch
     tests = ROOT / "tests"
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(tests)]))
     monkeypatch.chdir(ROOT)
-    spec = ColdStartSpec(mode="plain", op="adaln_projection", candidate=candidate, device="cpu", shape=PRESETS["tiny"],
-                         result_path=str(tmp_path / "cold.json"))
+    spec = ColdStartSpec(config=RunConfig(device="cpu", shape=PRESETS["tiny"]), mode="plain", op="adaln_projection",
+                         candidate=candidate, result_path=str(tmp_path / "cold.json"))
     if launch == "interpreter":
         result = check_cold_start(spec, timeout_s=timeout_s)
         assert result.process == "interpreter"

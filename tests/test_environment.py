@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from adaln_bench.harness.measurement import environment as E
 
@@ -49,3 +50,11 @@ def test_a_named_commit_wins_over_a_stale_git(monkeypatch, tmp_path):
     monkeypatch.setenv("ADALN_BENCH_COMMIT", "abc123")
     monkeypatch.setenv("ADALN_BENCH_DIRTY", "0")
     assert E.tool_git_state() == ("abc123", False)
+
+
+def test_the_tool_root_is_the_checkout_that_holds_the_package():
+    # Found from the package, not from this module's depth: a move of the module must not change it.
+    import adaln_bench
+
+    assert E.tool_root() / "adaln_bench" == Path(adaln_bench.__file__).resolve().parent
+    assert (E.tool_root() / "pyproject.toml").is_file()

@@ -112,10 +112,11 @@ def test_work_directories_of_a_dead_parent_are_removed_at_the_next_start(tmp_pat
 def test_the_runner_records_its_pid_in_its_work_directory():
     import os
 
-    from adaln_bench.harness.processes.runner import OWNER_FILE, ChildOptions, ModeRunner
+    from adaln_bench.harness.processes.protocol import RunConfig
+    from adaln_bench.harness.processes.runner import OWNER_FILE, ModeRunner
     from adaln_bench.harness.assembly.shapes import PRESETS
 
-    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=10)
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=10)
     with ModeRunner(options, [None], lambda mode, event: None) as runner:
         assert (runner.workdir / OWNER_FILE).read_text().strip() == str(os.getpid())
     assert not runner.workdir.exists()
@@ -123,12 +124,13 @@ def test_the_runner_records_its_pid_in_its_work_directory():
 
 def test_a_mode_the_child_reported_unavailable_stays_unavailable_after_a_timeout():
     from adaln_bench.harness.processes.protocol import ChildResult, OpWork
-    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.processes.protocol import RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
     from adaln_bench.datamodel.schema import CandidateUnavailable
 
-    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=1)
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=1)
     work = (OpWork(op="adaln_projection", candidates=["diffusers", "bundled"]),)
     job = ModeJob(all_modes()["vllm"], work)
     said = ChildResult(mode="vllm", status="unavailable", reason="ModuleNotFoundError: no vllm")
@@ -321,10 +323,12 @@ def test_the_plot_leaves_out_empty_panels_and_says_latency_is_host_inclusive():
 
     data = json.loads(REFERENCE.read_text())
     full, latency = Report.model_validate(data), Report.model_validate(_latency_only(data))
-    assert drawn_panels([full]) == panels()
+    assert drawn_panels([full]) == panels([full])  # the panels of its operator's metrics and gradients
+    assert [m.name for m in panels([full]) if m.name.startswith("grad_rel_err.")] == [
+        "grad_rel_err.temb", "grad_rel_err.w"]  # the projection's first two gradients, d_temb and dW
     assert [m.name for m in drawn_panels([latency])] == ["fwd_us", "fwd_bwd_us"]
-    assert len(drawn_panels([latency, full])) == len(panels())  # an overlay draws what either has
-    titles = {m.name: panel_title(m) for m in panels()}
+    assert len(drawn_panels([latency, full])) == len(panels([full]))  # an overlay draws what either has
+    titles = {m.name: panel_title(m) for m in panels([full])}
     assert titles["fwd_bwd_us"] == "Forward + backward latency, host-inclusive event median (lower is better)"
     assert "host-inclusive" not in titles["fwd_rel_err"]
 

@@ -226,16 +226,21 @@ def test_each_gpu_has_its_own_lease(tmp_path):
 
 
 def test_a_child_gets_the_lease_of_its_gpu_on_cuda_only(tmp_path):
-    from adaln_bench.harness.processes.runner import ChildOptions
+    from adaln_bench.harness.processes.protocol import ChildSpec, RunConfig
+    from adaln_bench.harness.processes.runner import lease_of
     from adaln_bench.harness.assembly.shapes import PRESETS
 
-    cuda = ChildOptions(device="cuda", shape=PRESETS["tiny"], quick=True, timeout_s=None)
-    assert cuda.lease_of(tmp_path, 1) == (str(tmp_path), "gpu1")
-    assert cuda.lease_of(tmp_path, None) == (str(tmp_path), "gpu0")  # the one visible GPU
-    cpu = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=None)
-    assert cpu.lease_of(tmp_path, None) == (None, None)
-    spec = cuda.child_spec("plain", (), tmp_path / "r.json", lease=cuda.lease_of(tmp_path, 1))
-    assert (spec.lease_dir, spec.lease_key, spec.serial, spec.cold_start_pool) == (str(tmp_path), "gpu1", False, 1)
+    cuda = RunConfig(device="cuda", shape=PRESETS["tiny"], quick=True, timeout_s=None)
+    assert lease_of(cuda, tmp_path, 1) == (str(tmp_path), "gpu1")
+    assert lease_of(cuda, tmp_path, None) == (str(tmp_path), "gpu0")  # the one visible GPU
+    cpu = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=None)
+    assert lease_of(cpu, tmp_path, None) == (None, None)
+    assert lease_of(cpu.model_copy(update={"lease": True}), tmp_path, None) == (str(tmp_path), "gpu0")
+    lease_dir, lease_key = lease_of(cuda, tmp_path, 1)
+    spec = ChildSpec(config=cuda, mode="plain", work=[], result_path=str(tmp_path / "r.json"), lease_dir=lease_dir,
+                     lease_key=lease_key)
+    assert (spec.lease_dir, spec.lease_key, spec.config.serial, spec.config.cold_start_pool) == (
+        str(tmp_path), "gpu1", False, 1)
 
 
 def test_a_step_that_fails_hands_the_lease_back(tmp_path):

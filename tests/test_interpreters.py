@@ -38,7 +38,7 @@ def test_source_hash_follows_every_source_file_and_nothing_else(tmp_path):
     kernel.write_bytes(kernel.read_bytes() + b" ")
     assert package_source_sha256(str(pkg)) != original
     kernel.write_bytes(kernel.read_bytes()[:-1])
-    (pkg / "harness" / "plan.py").rename(pkg / "harness" / "plan2.py")  # a rename is a change too
+    (pkg / "harness" / "measurement" / "plan.py").rename(pkg / "harness" / "measurement" / "plan2.py")  # a rename is a change too
     assert package_source_sha256(str(pkg)) != original
 
 

@@ -125,11 +125,12 @@ def test_readers_of_folders_pass_over_incomplete_reports(tmp_path):
 
 def test_a_mode_whose_child_did_not_end_in_time_is_said_started_then_stopped():
     from adaln_bench.harness.processes.protocol import OpWork
-    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.processes.protocol import RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
-    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=10)
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=10)
     job = ModeJob(all_modes(None)["plain"], (OpWork(op="adaln_projection", candidates=("diffusers",)),))
     with ModeRunner(options, [None], lambda mode, event: None) as runner:
         runner.stop_cause = lambda: "stopped by SIGTERM"

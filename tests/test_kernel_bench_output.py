@@ -13,7 +13,7 @@ from adaln_bench.errors import NotAReportError
 from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.kernel_bench import run as kb_run
 from adaln_bench.ops.registry import get_operator
-from adaln_bench.reports.kernel_bench import diff_kernel_bench
+from adaln_bench.kernel_bench.show import diff_kernel_bench
 from adaln_bench.datamodel.kernel_bench import KernelBenchReport
 from adaln_bench.datamodel.load import parse_document, read_document
 from tests.conftest import ROOT, run_cli_forked

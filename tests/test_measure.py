@@ -12,7 +12,8 @@ from adaln_bench.harness.measurement import plan as P
 from adaln_bench.ops.adaln_projection.inputs import make_params
 from adaln_bench.harness.measurement.measure import Parts, measure_candidate
 from adaln_bench.harness.processes.protocol import ChildSpec, OpWork
-from adaln_bench.harness.processes.runner import ChildOptions
+from adaln_bench.harness.processes.protocol import RunConfig
+
 from adaln_bench.harness.assembly.shapes import PRESETS
 from adaln_bench.ops.adaln_projection import replay
 from adaln_bench.ops.candidates import Implementation
@@ -77,17 +78,22 @@ def test_accuracy_only_and_probes_only():
 
 
 def test_the_parent_passes_the_parts_and_the_one_shape_to_the_child(tmp_path: Path):
-    options = ChildOptions(device="cpu", shape=SHAPE, quick=True, timeout_s=None, probes=False, accuracy=False)
-    spec = options.child_spec("plain", (OpWork(op="adaln_projection", candidates=["diffusers"]),), tmp_path / "r.json")
+    options = RunConfig(device="cpu", shape=SHAPE, quick=True, timeout_s=None, parts=Parts(probes=False, accuracy=False))
+    spec = ChildSpec(config=options, mode="plain", work=[OpWork(op="adaln_projection", candidates=["diffusers"])],
+                     result_path=str(tmp_path / "r.json"))
     sent = json.loads(spec.model_dump_json())
-    assert (sent["probes"], sent["accuracy"], sent["latency"]) == (False, False, True)
-    assert sent["shape"] == {"dim": SHAPE.dim, "hidden": SHAPE.hidden, "modalities": SHAPE.modalities,
-                             "preset": "tiny", "frequency": 256}
-    assert ChildSpec.model_validate_json(spec.model_dump_json()).shape == SHAPE
+    assert sent["config"]["parts"] == {"probes": False, "accuracy": False, "latency": True}
+    assert sent["config"]["shape"] == {"dim": SHAPE.dim, "hidden": SHAPE.hidden, "modalities": SHAPE.modalities,
+                                       "preset": "tiny", "frequency": 256}
+    received = ChildSpec.model_validate_json(spec.model_dump_json())
+    assert received.config.shape == SHAPE and received.config.parts == Parts(probes=False, accuracy=False)
 
 
 def test_the_spec_refuses_unknown_fields():
+    valid = {"config": {"device": "cpu", "quick": True, "shape": {"dim": 1, "hidden": 1, "modalities": 1}},
+             "mode": "plain", "work": [], "result_path": "x"}
+    ChildSpec.model_validate(valid)
     with pytest.raises(ValueError):
-        ChildSpec.model_validate({"mode": "plain", "candidates": [], "device": "cpu", "quick": True,
-                                  "result_path": "x", "shape": {"dim": 1, "hidden": 1, "modalities": 1},
-                                  "bogus": 1})
+        ChildSpec.model_validate({**valid, "bogus": 1})
+    with pytest.raises(ValueError):
+        ChildSpec.model_validate({**valid, "config": {**valid["config"], "bogus": 1}})

@@ -11,7 +11,8 @@ from adaln_bench.harness.assembly.repeat import (
     merge_device_times,
 )
 from adaln_bench.harness.processes.protocol import OpWork
-from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeOutcome, ModeRunner
+from adaln_bench.harness.processes.protocol import RunConfig
+from adaln_bench.harness.processes.runner import ModeJob, ModeOutcome, ModeRunner
 from adaln_bench.modes.registry import all_modes
 from adaln_bench.shape import Shape
 from adaln_bench.datamodel.schema import (
@@ -22,7 +23,7 @@ from adaln_bench.datamodel.schema import (
     ModeRun,
 )
 
-OPTIONS = ChildOptions(device="cpu", shape=Shape(dim=64, hidden=32, modalities=1, preset="tiny"),
+OPTIONS = RunConfig(device="cpu", shape=Shape(dim=64, hidden=32, modalities=1, preset="tiny"),
                        quick=True, timeout_s=120, cold_start=False)  # the cold-start check has its own tests
 
 
@@ -53,8 +54,8 @@ def test_the_order_is_every_mode_once_per_repetition():
 
 def test_latency_only_children_skip_probes_and_accuracy():
     opts = latency_only(OPTIONS)
-    assert (opts.probes, opts.accuracy, opts.latency) == (False, False, True)
-    assert (OPTIONS.probes, OPTIONS.accuracy, OPTIONS.latency) == (True, True, True)
+    assert (opts.parts.probes, opts.parts.accuracy, opts.parts.latency) == (False, False, True)
+    assert (OPTIONS.parts.probes, OPTIONS.parts.accuracy, OPTIONS.parts.latency) == (True, True, True)
     assert opts.shape == OPTIONS.shape and opts.device == "cpu"
 
 
@@ -141,12 +142,12 @@ class FakeRunner:
         self.unavailable, self.interrupt_after = unavailable, interrupt_after
 
     def run_all(self, jobs, on_done):
-        rep = 1 if self.options.probes else 1 + sum(1 for entry in self.log if entry[0] == "start")
+        rep = 1 if self.options.parts.probes else 1 + sum(1 for entry in self.log if entry[0] == "start")
         self.log.append(("start", rep))
         for job in jobs:
             name = job.mode.name
-            self.log.append((rep, name, tuple(c for w in job.work for c in w.candidates), self.options.probes,
-                             self.options.accuracy))
+            self.log.append((rep, name, tuple(c for w in job.work for c in w.candidates), self.options.parts.probes,
+                             self.options.parts.accuracy))
             if name in self.unavailable:
                 on_done(name, ModeOutcome(ModeRun(status="unavailable", reason="x"), None, {OP: {
                     f"diffusers[{name}]": CandidateUnavailable(unavailable="x", status="unavailable")}}))

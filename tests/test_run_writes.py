@@ -88,7 +88,7 @@ def test_a_run_whose_report_name_would_be_too_long_is_refused_up_front(tmp_path,
 
 
 def test_a_recipe_that_sets_loader_or_interpreter_variables_is_named_in_the_output(monkeypatch, capsys):
-    from adaln_bench.commands.run_checks import warn_loader_variables
+    from adaln_bench.harness.assembly.run_checks import warn_loader_variables
     from adaln_bench.modes.registry import Mode
 
     modes = [Mode(name="mine", description="", kind="recipe", env={"LD_PRELOAD": "x.so", "PYTHONPATH": "/p"}),

@@ -93,7 +93,8 @@ def test_interrupt_keeps_finished_modes_and_marks_incomplete(tmp_path):
 
 def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
     from adaln_bench.harness.processes.protocol import OpWork
-    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.processes.protocol import RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
@@ -101,7 +102,7 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
     monkeypatch.setenv("FIXTURE_BARRIER_DIR", str(tmp_path))
     monkeypatch.setenv("FIXTURE_BARRIER_MODES", "plain,cublaslt_ws1")
     modes = all_modes()
-    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200)
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200)
     outcomes = {}
     with ModeRunner(options, [0, 1], lambda mode, event: None) as runner:
         work = (OpWork(op="adaln_projection", candidates=["fixture_candidates:barrier"]),)
@@ -118,8 +119,8 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
 
 def test_children_sharing_a_gpu_lease_keep_latency_alone_and_overlap_the_rest(tmp_path, monkeypatch):
     # Two modes' children at once on one (fake) GPU: the CPU run takes the lease as a CUDA run does.
-    from adaln_bench.harness.processes.protocol import OpWork
-    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.processes.protocol import OpWork, RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.harness.measurement.step_clock import TRACE_VARIABLE, overlapping_exclusive
     from adaln_bench.modes.registry import all_modes
@@ -127,7 +128,7 @@ def test_children_sharing_a_gpu_lease_keep_latency_alone_and_overlap_the_rest(tm
     trace = tmp_path / "steps.jsonl"
     monkeypatch.setenv(TRACE_VARIABLE, str(trace))
     modes = all_modes()
-    options = ChildOptions(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=300, lease=True)
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=300, lease=True)
     outcomes = {}
     with ModeRunner(options, [0, 0], lambda mode, event: None) as runner:
         work = (OpWork(op="norm_modulate", candidates=["diffusers"]),)

@@ -120,9 +120,9 @@ def diff_command(
 def _diff_kernel_bench(old: str, new: str, old_doc, new_doc, given: Optional[float], threshold: float,
                        fail_on: FailOn, allow_different_device: bool, show_all: bool, markdown: bool,
                        as_json: bool) -> None:
-    """Two kernel-bench outputs: per-size ratio rows (reports/kernel_bench/diff.py)."""
+    """Two kernel-bench outputs: per-size ratio rows (kernel_bench/show.py)."""
     from adaln_bench.reports.display import clip
-    from adaln_bench.reports import kernel_bench as kb
+    from adaln_bench.kernel_bench import show as kb
 
     if not (isinstance(old_doc, KernelBenchReport) and isinstance(new_doc, KernelBenchReport)):
         typer.echo("adaln-bench: not comparable: a kernel-bench output compares only with another kernel-bench "

@@ -26,7 +26,8 @@ def modes_command(
 ) -> None:
     """Every mode: its environment, whether it switches on here, the library version, and why not."""
     from adaln_bench.envs.file import choose_interpreters
-    from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeRunner
+    from adaln_bench.harness.processes.protocol import RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.modes.registry import all_modes
 
@@ -34,7 +35,7 @@ def modes_command(
     runs = {}
     if check:
         run_device = resolve_device(device)
-        options = ChildOptions(device=run_device, shape=PRESETS["tiny"], quick=True, timeout_s=timeout,
+        options = RunConfig(device=run_device, shape=PRESETS["tiny"], quick=True, timeout_s=timeout,
                                modes_file=str(modes_file) if modes_file else None,
                                megatron_src=str(megatron_src) if megatron_src else None, check_only=True)
         interpreters = choose_interpreters(python, envs_file, modes, str(modes_file) if modes_file else None)

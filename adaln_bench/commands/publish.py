@@ -8,6 +8,7 @@ from typing import List
 import typer
 
 from adaln_bench.reports.site.build import build_site
+from adaln_bench.reports.site.collect import skipped_counts
 
 
 def publish_command(
@@ -24,12 +25,7 @@ def publish_command(
     Exit codes: 0 written; 2 bad input (no reports found, --out not writable or not an earlier site).
     """
     built = build_site(results, out)
-    skipped = []
-    if built.not_reports:
-        skipped.append(f"{built.not_reports} non-report JSON")
-    if built.run_indexes:
-        skipped.append(f"{built.run_indexes} run indexes")
-    if built.duplicates:
-        skipped.append(f"{built.duplicates} duplicates")
+    skipped = skipped_counts(built.not_reports, built.run_indexes, built.duplicates,
+                             not_reports_as="non-report JSON")
     typer.echo(f"wrote {built.out}/index.html: {built.reports} reports, {built.series} series, {built.steps} "
                f"latency steps, {built.diffs} diffs" + (f" (skipped {', '.join(skipped)})" if skipped else ""))

@@ -15,7 +15,7 @@ def report_command(
     per-token ones. A kernel-bench output is shown as the command wrote it (its Markdown)."""
     from adaln_bench.reports.display import for_display
     from adaln_bench.datamodel.load import KernelBenchReport, read_document
-    from adaln_bench.reports.kernel_bench import show
+    from adaln_bench.kernel_bench.show import show
     from adaln_bench.reports.render import markdown as to_markdown, print_summary
 
     document = read_document(file)

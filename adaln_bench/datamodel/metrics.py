@@ -117,27 +117,28 @@ TIMINGS: tuple[PointMetric, ...] = (
     PointMetric("device_time.fwd_us", DEVICE, "Forward device time", event_metric="fwd_us"),
     PointMetric("device_time.fwd_bwd_us", DEVICE, "Forward + backward device time", event_metric="fwd_bwd_us"),
 )
-# The projection's gradients, as its reports name them; every operator's are the keys of its grad_rel_err.
-PROJECTION_GRADS = ("temb", "w", "b")
-GRAD_LABELS = {"temb": "d_temb", "w": "dW", "b": "db"}
+# A gradient's error is labelled by its tensor's name: a weight's dW, a bias's db, any other d_<name>.
+GRAD_LABELS = {"w": "dW", "b": "db"}
 GRAD_PREFIX = "grad_rel_err."
+GRAD_SUMMARY = "grad err"
 
 
 def grad_metric(name: str, plot: bool = False) -> PointMetric:
     label = GRAD_LABELS.get(name, f"d_{name}")
-    return PointMetric(GRAD_PREFIX + name, ERROR, f"{label} error vs FP64", plot=plot, summary="grad err")
+    return PointMetric(GRAD_PREFIX + name, ERROR, f"{label} error vs FP64", plot=plot, summary=GRAD_SUMMARY)
 
 
-def point_metrics(grads: Sequence[str] = PROJECTION_GRADS, plotted: Optional[Sequence[str]] = None,
-                  ) -> tuple[PointMetric, ...]:
+# The metrics per size that every operator has. The gradients' errors are an operator's own (its declared
+# gradients, the keys of its grad_rel_err): `point_metrics` and `metrics_for` put them after the forward error.
+POINT_METRICS: tuple[PointMetric, ...] = (FWD_ERR, *TIMINGS)
+
+
+def point_metrics(grads: Sequence[str], plotted: Optional[Sequence[str]] = None) -> tuple[PointMetric, ...]:
     """Every metric per size for an operator whose gradients are `grads` (in order): the forward error, one
     error per gradient, the times. `plotted`: the gradients drawn in a panel of their own (default: the
-    first two, the projection's d_temb and dW)."""
+    first two)."""
     drawn = set(grads[:2] if plotted is None else plotted)
-    return (FWD_ERR, *(grad_metric(g, g in drawn) for g in grads), *TIMINGS)
-
-
-POINT_METRICS = point_metrics()  # the projection's
+    return (*POINT_METRICS[:1], *(grad_metric(g, g in drawn) for g in grads), *POINT_METRICS[1:])
 
 
 def grads_in(points: Iterable[Optional[AccuracyLatency]]) -> list[str]:
@@ -150,12 +151,8 @@ def grads_in(points: Iterable[Optional[AccuracyLatency]]) -> list[str]:
 
 
 def metrics_for(points: Iterable[Optional[AccuracyLatency]]) -> tuple[PointMetric, ...]:
-    """The point metrics of what these points hold: POINT_METRICS with the gradients these points hold errors
-    for in place of the projection's (the same three, in order, for the projection)."""
-    grads = grads_in(points)
-    others = [m for m in POINT_METRICS if not m.name.startswith(GRAD_PREFIX)]
-    drawn = set(grads[:2])
-    return (*others[:1], *(grad_metric(g, g in drawn) for g in grads), *others[1:])
+    """The point metrics of what these points hold: the gradients they hold errors for, in order."""
+    return point_metrics(grads_in(points))
 
 
 def point_metric(name: str) -> Optional[PointMetric]:
@@ -165,8 +162,8 @@ def point_metric(name: str) -> Optional[PointMetric]:
 
 
 def summary_columns() -> list[str]:
-    """The `report` table's columns per T, in table order."""
-    return list(dict.fromkeys(m.summary for m in POINT_METRICS if m.summary))
+    """The `report` table's columns per T, in table order (the gradients' one after the forward error's)."""
+    return list(dict.fromkeys(m.summary for m in point_metrics(("any",)) if m.summary))
 
 
 def summary_cells(point: Optional[AccuracyLatency]) -> list[str]:

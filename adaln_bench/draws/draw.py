@@ -100,20 +100,21 @@ AnyGenerator = Union[torch.Generator, GeometryGenerator]
 
 def randn(shape: Shape, gen: AnyGenerator, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """torch.randn(shape, generator=gen) in float32 on gen's device, for either kind of generator."""
-    if isinstance(gen, GeometryGenerator):
-        return gen.randn(shape, out)
-    if out is not None:
-        return out.normal_(0.0, 1.0, generator=gen)
-    return torch.randn(_size(shape), generator=gen, device=gen.device, dtype=torch.float32)
+    return _draw("randn", "normal_", shape, gen, out)
 
 
 def rand(shape: Shape, gen: AnyGenerator, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """torch.rand(shape, generator=gen) in float32 on gen's device, for either kind of generator."""
+    return _draw("rand", "uniform_", shape, gen, out)
+
+
+def _draw(draw: str, fill: str, shape: Shape, gen: AnyGenerator, out: Optional[torch.Tensor]) -> torch.Tensor:
+    """`torch.<draw>` (or the geometry generator's), into `out` with the tensor method `fill` over [0, 1)."""
     if isinstance(gen, GeometryGenerator):
-        return gen.rand(shape, out)
+        return getattr(gen, draw)(shape, out)
     if out is not None:
-        return out.uniform_(0.0, 1.0, generator=gen)
-    return torch.rand(_size(shape), generator=gen, device=gen.device, dtype=torch.float32)
+        return getattr(out, fill)(0.0, 1.0, generator=gen)
+    return getattr(torch, draw)(_size(shape), generator=gen, device=gen.device, dtype=torch.float32)
 
 
 def generator(geom: Union[DrawGeometry, str], seed: int,

@@ -1,6 +1,6 @@
 """`adaln-bench kernel-bench`, assembled: the operators, subjects and sizes resolved from the options, the child
-processes run (process.py, child.py), their figures combined (reports/kernel_bench/combine.py) into a validated
-output (reports/kernel_bench/schema.py), written as <stem>.json and <stem>.md.
+processes run (process.py, child.py), their figures combined (kernel_bench/combine.py) into a validated
+output (datamodel/kernel_bench.py), written as <stem>.json and <stem>.md.
 
 Two forms, one pipeline: `--op` times registered candidates against each operator's stock path; without it, the
 bundled projection libraries (`--library`) are the projection's subjects beside its stock path (cuBLAS), with

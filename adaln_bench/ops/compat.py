@@ -12,16 +12,31 @@ from then name no operator. Each of them still means the projection, through thi
 - the nightly workflow's `baseline` input naming one report file (a `REV:dir` names every operator's).
 
 Deprecated, because the form is odd today: `--out X.json` without `--op` (pass `--op adaln_projection`) and
-the `adaln_bench.kernels.registry` import path (it warns). Both keep working. `run` passes the first form it
-was given to harness/assembly/selection.py, which applies this rule; a new form of this kind belongs here.
+the `adaln_bench.kernels.registry` import path (it warns). Both keep working. `run` finds the first form
+given with `legacy_form`, and harness/assembly/selection.py applies this rule; a new form of this kind belongs here.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional, Sequence
 
 from adaln_bench.errors import UserError
 
 LEGACY_OPERATOR = "adaln_projection"
+
+
+def legacy_form(preset: Optional[str], dim: Optional[int], hidden: Optional[int], modalities: Optional[int],
+                out: Optional[Path], ops_named: Sequence[str]) -> Optional[str]:
+    """The first option of `run` given that means the projection, as the user wrote it: a size only the
+    projection has, `--preset flux`, or `--out X.json` without `--op`; None when there is none."""
+    for name, value in (("--dim", dim), ("--hidden", hidden), ("--modalities", modalities)):
+        if value is not None:
+            return name
+    if preset == "flux":
+        return "--preset flux"
+    if out is not None and out.suffix == ".json" and not ops_named:
+        return f"--out {out}"
+    return None
 
 
 def check_fits(form: Optional[str], chosen: Sequence[str]) -> None:

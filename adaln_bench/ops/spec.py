@@ -146,6 +146,14 @@ class Operator:
     # The gradients that are sums over tokens into a small table (or what makes the table): the gathered
     # operators' table gradients, which the stock path adds with atomics (kernel-bench judges their errors).
     table_grads: tuple[str, ...] = ()
+    # How reports name the stock path in a few words ("cuBLAS"); None: "the stock path".
+    stock_short: Optional[str] = None
+
+    @property
+    def reads_out_features(self) -> bool:
+        """Whether a tensor's shape uses N = 6·M·H: the operator's sizes are then described with N."""
+        dims = [d for t in (*self.tensors, *self.outputs) for d in t.dims if isinstance(d, str)]
+        return any("N" in (f.strip() for f in d.split("*")) for d in dims)
 
     def reference_for(self, sizes: Shape) -> Formula:
         return self.reference(sizes) if self.sized_formulas else self.reference

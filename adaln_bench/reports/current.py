@@ -216,7 +216,9 @@ def kernel_bench_ops(doc: dict) -> tuple[str, ...]:
     """The operators a kernel-bench output measured: its `sizes` keys; the projection's for the outputs made
     before kernel-bench took other operators (they record no operator)."""
     sizes = doc.get("sizes")
-    return tuple(sizes) if isinstance(sizes, dict) and sizes else ("adaln_projection",)
+    from adaln_bench.ops.compat import LEGACY_OPERATOR
+
+    return tuple(sizes) if isinstance(sizes, dict) and sizes else (LEGACY_OPERATOR,)
 
 
 def commit_time(commit: Optional[str], repo: Path) -> int:

@@ -231,12 +231,20 @@ def _shape_key(report: Report, other: Optional[Report] = None) -> Optional[tuple
         if report.kind != PRIOR_ART_KIND:
             return None
         names = other.shape.sizes().keys() if other is not None and other.shape is not None else None
-        if names is None or report.op == "adaln_projection":
+        if names is None or _reads_out_features(report.op):
             return H3_SHAPE
         return tuple(sorted((k, H3_SIZES[k]) for k in names if k in H3_SIZES))
-    if report.op == "adaln_projection" or set(s.sizes()) == {"dim", "hidden", "modalities", "out_features"}:
+    if _reads_out_features(report.op) or set(s.sizes()) == {"dim", "hidden", "modalities", "out_features"}:
         return (s.dim, s.hidden, s.modalities, s.out_features)
     return tuple(sorted(s.sizes().items()))
+
+
+def _reads_out_features(op: str) -> bool:
+    """An operator whose tensors use N keys its sizes as (D, H, M, N), as RL-Kernel's H3 reports do."""
+    from adaln_bench.ops.registry import all_operators
+
+    operator = all_operators().get(op)
+    return operator is not None and operator.reads_out_features
 
 
 def _shape_text(report: Report, other: Optional[Report] = None) -> Optional[str]:

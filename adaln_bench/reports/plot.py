@@ -14,6 +14,7 @@ import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from adaln_bench.errors import UserError
 from adaln_bench.datamodel import metrics
@@ -82,16 +83,25 @@ def pairs_without_result(reports: list[Report]) -> int:
     return len(every - set(pairs(reports)))
 
 
-def panels() -> list[metrics.PointMetric]:
-    """The metrics drawn against T, latencies first, in table order within each kind."""
-    drawn = [m for m in metrics.POINT_METRICS if m.plot]
+def panels(reports: Sequence[Report] = ()) -> list[metrics.PointMetric]:
+    """The metrics drawn against T, latencies first, in table order within each kind; the gradients drawn are
+    the first two each report's operator declares."""
+    grads = list(dict.fromkeys(g for r in reports for g in _declared_grads(r.op)[:2]))
+    drawn = [m for m in metrics.point_metrics(grads, plotted=grads) if m.plot]
     return [m for m in drawn if m.kind is metrics.LATENCY] + [m for m in drawn if m.kind is not metrics.LATENCY]
 
 
 def drawn_panels(reports: list[Report]) -> list[metrics.PointMetric]:
     """The panels with something to draw in at least one report: a latency-only report has no errors
     against FP64, and three empty panels said nothing."""
-    return [m for m in panels() if any(series(r, m.name) for r in reports)]
+    return [m for m in panels(reports) if any(series(r, m.name) for r in reports)]
+
+
+def _declared_grads(op: str) -> tuple[str, ...]:
+    from adaln_bench.ops.registry import all_operators
+
+    operator = all_operators().get(op)
+    return operator.grads if operator is not None else ()
 
 
 def coinciding(drawn: list[Series]) -> list[list[Series]]:

@@ -37,8 +37,16 @@ def size_symbol(report: Report) -> str:
     return op.family.size_symbol if op is not None else "T"
 
 
+def _stock_short(report: Report) -> str | None:
+    """How the report's operator names its stock path in a few words (ops/spec.py `stock_short`), if it does."""
+    from adaln_bench.ops.registry import all_operators
+
+    op = all_operators().get(report.op)
+    return op.stock_short if op is not None else None
+
+
 def stock_name(report: Report) -> str:
-    return "cuBLAS" if report.op == "adaln_projection" else "the stock path"
+    return _stock_short(report) or "the stock path"
 
 
 @dataclass(frozen=True)
@@ -264,7 +272,8 @@ def has_ratios(report: Report) -> bool:
 def device_title(report: Report, markdown: bool = False) -> str:
     """Says × only where the report holds ratios (older reports have device time without a reference)."""
     if markdown:
-        what = "the cuBLAS path" if report.op == "adaln_projection" else "the stock path"
+        short = _stock_short(report)
+        what = f"the {short} path" if short else "the stock path"
         return "Forward + backward device time" + (f" (× {what} sampled beside it)" if has_ratios(report) else "")
     return "forward + backward device time" + (
         f" (× {stock_name(report)}, timed beside it)" if has_ratios(report) else "")

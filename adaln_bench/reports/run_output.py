@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from adaln_bench.datamodel.io import Written, write_report_or_keep, write_text_atomic
-from adaln_bench.harness.assembly.exit_status import count_pairs
+from adaln_bench.datamodel.pairs import count_pairs
 from adaln_bench.reports.naming import RUN_INDEX_KIND, RunName, incomplete_path, index_path, report_path
 from adaln_bench.reports.render import print_summary
 from adaln_bench.datamodel.schema import SCHEMA_VERSION, Report

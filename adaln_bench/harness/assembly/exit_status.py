@@ -7,10 +7,10 @@ where asked, 0 otherwise. 1 stays what Python gives a bug: an uncaught traceback
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from adaln_bench.datamodel.schema import CandidateResult, Report
+from adaln_bench.datamodel.pairs import count_pairs
+from adaln_bench.datamodel.schema import Report
 
 OK = 0
 BAD_INPUT = 2
@@ -19,45 +19,6 @@ NOTHING_MEASURED = 4
 WRITE_FAILED = 5  # measured, but a report could not be written where asked (it was kept elsewhere)
 INTERRUPTED = 130  # 128 + SIGINT
 TERMINATED = 143  # 128 + SIGTERM
-
-_FAILED = ("failed", "crashed", "timeout")
-
-
-@dataclass
-class PairCounts:
-    """Every requested (mode, candidate) pair of a report, by what became of it."""
-
-    measured: list[str] = field(default_factory=list)
-    unavailable: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    interrupted: list[str] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        return len(self.measured) + len(self.unavailable) + len(self.failed) + len(self.interrupted)
-
-
-def count_pairs(report: Report | Sequence[Report]) -> PairCounts:
-    """Every pair of one report (`mode/candidate`), or of a run's reports (`op/mode/candidate`)."""
-    reports = [report] if isinstance(report, Report) else list(report)
-    counts = PairCounts()
-    for r in reports:
-        _count(r, counts, f"{r.op}/" if len(reports) > 1 else "")
-    return counts
-
-
-def _count(report: Report, counts: PairCounts, prefix: str) -> None:
-    for mode, candidates in report.results.items():
-        for name, entry in candidates.items():
-            label = f"{prefix}{mode}/{name}"
-            if isinstance(entry, CandidateResult):
-                counts.measured.append(label)
-            elif entry.status in _FAILED:
-                counts.failed.append(label)
-            elif entry.status == "interrupted":
-                counts.interrupted.append(label)
-            else:  # "unavailable", or no status in a prior-art report
-                counts.unavailable.append(label)
 
 
 def _listed(labels: list[str], limit: int = 3) -> str:

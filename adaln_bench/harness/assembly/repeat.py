@@ -1,7 +1,7 @@
 """`run --repeat K`: each mode's latency measured in K fresh processes, interleaved, every sample kept.
 
 Repetition 1 is the ordinary run of every mode (probes, accuracy, latency). Repetitions 2 … K start one
-latency-only child per mode again (`probes=False, accuracy=False`), all modes once per repetition, so the
+latency-only child per mode again (parts: no probes, no accuracy), all modes once per repetition, so the
 order is A1 B1 A2 B2 …: a slow drift of the machine (clocks, temperature, a neighbour) spreads over every
 mode instead of landing on the last one. Device-time samples of all K processes are pooled into one
 `device_time` per T with `processes = K`. Invariance, accuracy and the CUDA-event figures (RL-Kernel's
@@ -17,7 +17,9 @@ from dataclasses import replace
 from typing import Callable, ContextManager, Optional, Protocol, Sequence
 
 from adaln_bench.harness.measurement.device_time import median_ratio, relative_noise
-from adaln_bench.harness.processes.runner import ChildOptions, ModeJob, ModeOutcome
+from adaln_bench.harness.measurement.parts import Parts
+from adaln_bench.harness.processes.protocol import RunConfig
+from adaln_bench.harness.processes.runner import ModeJob, ModeOutcome
 from adaln_bench.datamodel.schema import CandidateEntry, CandidateResult, DeviceReference, DeviceTime
 from adaln_bench.datamodel.stats import median
 
@@ -29,8 +31,8 @@ def interleaved_order(modes: Sequence[str], repeat: int) -> list[tuple[int, str]
     return [(rep, mode) for rep in range(1, repeat + 1) for mode in modes]
 
 
-def latency_only(options: ChildOptions) -> ChildOptions:
-    return replace(options, probes=False, accuracy=False, latency=True)
+def latency_only(options: RunConfig) -> RunConfig:
+    return options.model_copy(update=dict(parts=Parts(probes=False, accuracy=False, latency=True)))
 
 
 def _finite_or_none(x: float) -> Optional[float]:
@@ -191,8 +193,8 @@ class RepeatedRun:
     `on_repeat(rep, name, outcome)` as each later child finishes.
     """
 
-    def __init__(self, options: ChildOptions, repeat: int,
-                 make_runner: Callable[[ChildOptions], ContextManager[Runner]],
+    def __init__(self, options: RunConfig, repeat: int,
+                 make_runner: Callable[[RunConfig], ContextManager[Runner]],
                  on_repeat: Optional[Callable[[int, str, ModeOutcome], None]] = None):
         if repeat < 1:
             raise ValueError(f"repeat must be at least 1, not {repeat}")

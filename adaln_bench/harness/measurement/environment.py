@@ -64,7 +64,10 @@ def rl_kernel_commit() -> Optional[str]:
 
 
 def tool_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    """The folder that holds the adaln_bench package (a checkout's root), wherever this module sits in it."""
+    import adaln_bench
+
+    return Path(adaln_bench.__file__).resolve().parents[1]
 
 
 def tool_git_state() -> tuple[Optional[str], Optional[bool]]:

@@ -1,6 +1,6 @@
 """The measurement sequence for one built candidate: fingerprint and probes, then accuracy and latency per size.
 
-Which parts run is the child spec's choice (`Parts`): a latency-only measurement makes no run but the timed
+Which parts run is the run configuration's choice (`Parts`): a latency-only measurement makes no run but the timed
 ones. Each part is documented in docs/spec.md (#4-batch-invariance-probes, #5-accuracy-against-fp64,
 #6-latency).
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from typing import Callable, ContextManager, Mapping, Optional, Protocol
 
 import torch
@@ -17,6 +16,7 @@ from adaln_bench.harness.measurement import plan as P
 from adaln_bench.harness.measurement.accuracy import measure_accuracy
 from adaln_bench.harness.measurement.device_time import Reference, device_time_point
 from adaln_bench.harness.measurement.fingerprint import fingerprint
+from adaln_bench.harness.measurement.parts import Parts
 from adaln_bench.harness.measurement.probes import probe_batch_invariance
 from adaln_bench.harness.measurement.step_clock import ACCURACY, LATENCY, PROBES, StepClock
 from adaln_bench.harness.measurement.subject import Subject
@@ -41,15 +41,6 @@ class _Silent:
 
     def tick(self, runs: int) -> None:
         pass
-
-
-@dataclass(frozen=True)
-class Parts:
-    """What to measure: the probes (with the fingerprint), the errors against FP64, the times."""
-
-    probes: bool = True
-    accuracy: bool = True
-    latency: bool = True
 
 
 def measure_candidate(subject: Subject, params: dict[str, torch.Tensor], shape: Shape, device: torch.device,

@@ -4,7 +4,7 @@ The parent starts it with the mode's variables already in its environment, so th
 torch is imported here. It switches the mode on, measures each candidate, and rewrites its result file
 after every candidate, so that a crash later keeps what was finished. On a CPU it forks a server for the
 cold-start checks right after its imports (harness/processes/fork_server.py). What it measures, and how each step
-takes the GPU's lease, is harness/processes/child_measure.py.
+takes the GPU's lease, is harness/processes/child_measure.py; one candidate, harness/processes/candidate_run.py.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import traceback
 import warnings
 from pathlib import Path
 
+from adaln_bench.harness.processes.candidate_run import fork_server
 from adaln_bench.harness.processes.protocol import ChildResult, ChildSpec, announce_switched_on
 from adaln_bench.datamodel.io import write_text_atomic
 
@@ -25,9 +26,9 @@ BORN = time.monotonic()  # the imports before the first step count as start-up
 def run_child(spec: ChildSpec) -> ChildResult:
     import torch  # noqa: F401 - imported first, so that the fork server below shares the import
 
-    # Before anything runs or is switched on: the CPU cold-start checks fork from here (harness/processes/fork_server.py),
-    # and share the imports made so far.
-    forks = _fork_server(spec)
+    # Before anything runs or is switched on: the CPU cold-start checks fork from here
+    # (harness/processes/fork_server.py), and share the imports made so far.
+    forks = fork_server(spec)
     try:
         return _switch_and_measure(spec, forks)
     finally:
@@ -67,13 +68,13 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     from adaln_bench.draws import geometry
     from adaln_bench.ops.draws import use_geometry
 
-    use_geometry(geometry(spec.draw_geometry))  # before anything is drawn
-    mode = all_modes(spec.modes_file)[spec.mode]
+    use_geometry(geometry(spec.config.draw_geometry))  # before anything is drawn
+    mode = all_modes(spec.config.modes_file)[spec.mode]
     result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
-    device = torch.device(spec.device)
+    device = torch.device(spec.config.device)
     before = observe.dispatch_snapshot()
     try:  # the switch is host work (a library's imports, settings): no lease
-        switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
+        switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.config.megatron_src), device.type == "cuda")
     except Exception as exc:  # any failure to switch on makes the mode unavailable, with the reason
         result.status, result.reason = "unavailable", f"{type(exc).__name__}: {exc}"
         result.observed = observe.observe(mode, before, None)
@@ -86,7 +87,7 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
         if device.type == "cuda":  # after the switch: Megatron's te_native wants to be on before CUDA starts
             torch.cuda.set_device(0)
         result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
-        result.environment = torch_environment(spec.device)
+        result.environment = torch_environment(spec.config.device)
     announce_switched_on()
     notes = switch.switch.notes if switch.switch is not None else {}
     if "megatron_source_commit" in notes:
@@ -96,7 +97,7 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
 
         result.environment.megatron_staging = json.loads(notes["staging"])
         result.observed.staging_module = notes.get("staging_module")
-    if spec.check_only:
+    if spec.config.check_only:
         result.status, result.complete = "ok", True
         state.save()
         return result
@@ -105,37 +106,6 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     result.status, result.complete = "ok", True
     state.save()
     return result
-
-
-def _fork_server(spec: ChildSpec):
-    """A fork server for the cold-start checks of a CPU child that runs them; None elsewhere."""
-    if spec.device != "cpu" or spec.check_only or not (spec.probes and spec.cold_start):
-        return None
-    from adaln_bench.harness.processes import cold_start
-    from adaln_bench.harness.processes.fork_server import ForkServer
-
-    _preload(spec)
-    return ForkServer.start(cold_start.main, cold_start.in_new_interpreter)
-
-
-def _preload(spec: ChildSpec) -> None:
-    """Before the fork server starts: the declarations and the modules the candidates' builds import (diffusers:
-    4-6 s of imports), which this child, the server and every check then share. Not in a framework's mode, whose
-    switch may patch what a library binds at import: there the builds import them after the switch, as before."""
-    import importlib
-
-    from adaln_bench.modes.registry import all_modes
-    from adaln_bench.ops import candidates
-
-    if all_modes(spec.modes_file)[spec.mode].kind == "framework":
-        return
-    for work in spec.work:
-        for name in work.candidates:
-            try:
-                for module in candidates.get(name, work.op).preload:
-                    importlib.import_module(module)
-            except Exception:  # noqa: BLE001 - an optional library, a bad name: the build says why, as before
-                continue
 
 
 def main(argv: list[str]) -> int:

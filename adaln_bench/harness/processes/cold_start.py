@@ -27,10 +27,10 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict
 
 from adaln_bench.harness.processes.fork_server import Launch, Launched
+from adaln_bench.harness.processes.protocol import RunConfig
 from adaln_bench.harness.processes.runner import describe_exit
 from adaln_bench.datamodel.io import write_text_atomic
 from adaln_bench.datamodel.schema import ColdStart
-from adaln_bench.shape import Shape
 
 STEP_PREFIX = "@@adaln-bench-cold-start "
 STEPS = ("first_step", "foreign_thread")
@@ -45,20 +45,15 @@ STDERR_TAIL_CHARS = 3000
 class ColdStartSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    config: RunConfig  # the run's: device, shape, draws, the modes file and Megatron's source
     mode: str
-    modes_file: Optional[str] = None
-    megatron_src: Optional[str] = None
     op: str
-    draw_geometry: str = "native"
     candidate: str
-    device: str
-    shape: Shape
     result_path: str
     # The GPU's lease (harness/processes/gpu_lease.py), taken from the first CUDA call to the end; None: none
     # (a CPU run).
     lease_dir: Optional[str] = None
     lease_key: Optional[str] = None
-    serial: bool = False
 
 
 def times_path(result_path: str) -> Path:
@@ -83,7 +78,8 @@ def in_new_interpreter(spec_path: str, timeout_s: float) -> Launched:
 def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S,
                      launch: Launch = in_new_interpreter) -> ColdStart:
     """Run the check in a fresh process (the caller's environment, so the mode's variables) and classify it:
-    a new interpreter, or on a CPU a fork of one that has imported torch and nothing more (harness/processes/fork_server.py).
+    a new interpreter, or on a CPU a fork of one that has imported torch and nothing more
+    (harness/processes/fork_server.py).
 
     The grandchild's spec is written beside its result file, which the caller names in a folder of its own.
     """
@@ -203,13 +199,13 @@ def run_steps(spec: ColdStartSpec) -> ColdStart:
     from adaln_bench.draws import geometry
     from adaln_bench.ops.draws import use_geometry
 
-    use_geometry(geometry(spec.draw_geometry))
-    device = torch.device(spec.device)
+    use_geometry(geometry(spec.config.draw_geometry))
+    device = torch.device(spec.config.device)
     if device.type == "cuda":
         torch.cuda.set_device(0)  # as the mode's child does: the slot's GPU is the only one visible
-    mode = all_modes(spec.modes_file)[spec.mode]
-    ModeSwitch(mode, ModeOptions(megatron_src=spec.megatron_src), device.type == "cuda")
-    op, shape = get_operator(spec.op), spec.shape
+    mode = all_modes(spec.config.modes_file)[spec.mode]
+    ModeSwitch(mode, ModeOptions(megatron_src=spec.config.megatron_src), device.type == "cuda")
+    op, shape = get_operator(spec.op), spec.config.shape
     candidate = candidates.get(spec.candidate, op.name)
     impl = candidate.build(BuildContext(mode=spec.mode, device=device, shape=shape, op=op.name))
     subject = Subject.of(op, candidate, impl, shape)
@@ -257,10 +253,10 @@ def _steps(spec: ColdStartSpec):
     from adaln_bench.ops import candidates  # noqa: F401
 
     def sync() -> None:
-        if spec.device == "cuda" and torch.cuda.is_initialized():
+        if spec.config.device == "cuda" and torch.cuda.is_initialized():
             torch.cuda.synchronize()
 
-    return StepClock(lease_for(spec.lease_dir, spec.lease_key), serial=spec.serial, sync=sync)
+    return StepClock(lease_for(spec.lease_dir, spec.lease_key), serial=spec.config.serial, sync=sync)
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adaln_bench.datamodel.schema import (CandidateEntry, Environment, InputFingerprint, ModeEnvironment,
                                         ModeObservation)
+from adaln_bench.harness.measurement.parts import Parts
 from adaln_bench.harness.measurement.step_clock import StepTimes
 from adaln_bench.shape import Shape
 
@@ -31,29 +32,47 @@ class OpWork(BaseModel):
     candidates: list[str]
 
 
-class ChildSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RunConfig(BaseModel):
+    """A run's configuration, in one place: what the parent decided from the command line, as the runner, every
+    mode's child and every cold-start check of the run receive it."""
 
-    mode: str
-    modes_file: Optional[str] = None
-    megatron_src: Optional[str] = None
-    # Every operator the child measures in this mode, in order: torch imported and the switch on once.
-    work: list[OpWork]
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     device: Literal["cuda", "cpu"]
     shape: Shape
-    quick: bool
-    result_path: str
-    # Only switch the mode on and report what was seen (for `adaln-bench modes`).
+    quick: bool = False
+    # Seconds one mode's child may take before the parent stops it; None: no limit.
+    timeout_s: Optional[float] = None
+    modes_file: Optional[str] = None
+    megatron_src: Optional[str] = None
+    # Only switch each mode on and report what was seen (for `adaln-bench modes`).
     check_only: bool = False
     # What to measure per candidate: the probes (with the fingerprint), the errors against FP64, the times.
-    # A latency-only child (probes and accuracy off) makes no run but the timed ones.
-    probes: bool = True
-    accuracy: bool = True
-    latency: bool = True
+    # A latency-only child (probes and accuracy off: `run --repeat K`) makes no run but the timed ones.
+    parts: Parts = Parts()
     # The cold-start check per candidate (with the probes only); off: the report has no cold_start entries.
     cold_start: bool = True
     # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
     draw_geometry: str = "native"
+    # How the children of one GPU share it (harness/assembly/schedule.py). `run --serial`: every step takes the
+    # lease exclusive.
+    serial: bool = False
+    # Cold-start checks at once beside the next candidates; 1: one after another.
+    cold_start_pool: int = Field(default=1, ge=1)
+    # The GPU lease (harness/processes/gpu_lease.py): None on CUDA only; True also on a CPU (the tests' fake GPU).
+    lease: Optional[bool] = None
+
+
+class ChildSpec(BaseModel):
+    """What one mode's child is given: the run's configuration, its mode and the operators it measures."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: RunConfig
+    mode: str
+    # Every operator the child measures in this mode, in order: torch imported and the switch on once.
+    work: list[OpWork]
+    result_path: str
     # One part of a mode split over several children: every part has the same `work`, and measures only the
     # operators it claims in this folder, as `claimant` (harness/processes/claims.py).
     claims_dir: Optional[str] = None
@@ -61,10 +80,6 @@ class ChildSpec(BaseModel):
     # The GPU's lease (harness/processes/gpu_lease.py): its folder and key; None: no lease (a CPU run).
     lease_dir: Optional[str] = None
     lease_key: Optional[str] = None
-    # `run --serial`: every step takes the lease exclusive.
-    serial: bool = False
-    # Cold-start checks at once beside the next candidates (harness/assembly/schedule.py); 1: one after another.
-    cold_start_pool: int = Field(default=1, ge=1)
 
 
 class ChildResult(BaseModel):

@@ -26,7 +26,8 @@ from pydantic import ValidationError
 from adaln_bench.harness.processes.claims import CLAIMS_SUFFIX, claimed_by
 from adaln_bench.harness.processes.interpreters import InterpreterChecks, is_this_interpreter
 from adaln_bench.harness.processes.job_queue import JobQueue
-from adaln_bench.harness.processes.protocol import PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork
+from adaln_bench.harness.processes.protocol import (PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork,
+                                                    RunConfig)
 from adaln_bench.modes.registry import Mode
 from adaln_bench.datamodel.schema import CandidateEntry, CandidateUnavailable, ModeRun
 from adaln_bench.shape import Shape
@@ -72,43 +73,11 @@ class ModeOutcome:
 ProgressFn = Callable[[str, dict], None]  # (mode, event) -> None
 
 
-@dataclass(frozen=True)
-class ChildOptions:
-    device: str
-    shape: Shape
-    quick: bool
-    timeout_s: Optional[float]
-    modes_file: Optional[str] = None
-    megatron_src: Optional[str] = None
-    check_only: bool = False
-    # What the child measures; `run --repeat K` starts latency-only children (probes and accuracy off).
-    probes: bool = True
-    accuracy: bool = True
-    latency: bool = True
-    # Each candidate's first forward + backward in a fresh process (harness/processes/cold_start.py); `--no-cold-start`.
-    cold_start: bool = True
-    draw_geometry: str = "native"
-    # How the children of one GPU share it (harness/assembly/schedule.py): `--serial`, and cold-start checks at once.
-    serial: bool = False
-    cold_start_pool: int = 1
-    lease: Optional[bool] = None  # the GPU lease: None on CUDA only; True also on a CPU (the tests' fake GPU)
-
-    def child_spec(self, mode: str, work: tuple[OpWork, ...], result_path: Path,
-                   claims_dir: Optional[Path] = None, claimant: Optional[str] = None,
-                   lease: tuple[Optional[str], Optional[str]] = (None, None)) -> ChildSpec:
-        return ChildSpec(mode=mode, modes_file=self.modes_file, megatron_src=self.megatron_src,
-                         work=list(work), device=self.device, shape=self.shape, quick=self.quick,
-                         result_path=str(result_path), check_only=self.check_only, probes=self.probes,
-                         accuracy=self.accuracy, latency=self.latency, cold_start=self.cold_start,
-                         draw_geometry=self.draw_geometry, claims_dir=str(claims_dir) if claims_dir else None,
-                         claimant=claimant, lease_dir=lease[0], lease_key=lease[1], serial=self.serial,
-                         cold_start_pool=self.cold_start_pool)
-
-    def lease_of(self, workdir: Path, gpu: Optional[int]) -> tuple[Optional[str], Optional[str]]:
-        """The lease (folder, key) of a child on `gpu`: one per GPU of a CUDA run, none on a CPU."""
-        if not (self.device == "cuda" if self.lease is None else self.lease):
-            return None, None
-        return str(workdir), f"gpu{0 if gpu is None else gpu}"
+def lease_of(config: RunConfig, workdir: Path, gpu: Optional[int]) -> tuple[Optional[str], Optional[str]]:
+    """The lease (folder, key) of a child on `gpu`: one per GPU of a CUDA run, none on a CPU."""
+    if not (config.device == "cuda" if config.lease is None else config.lease):
+        return None, None
+    return str(workdir), f"gpu{0 if gpu is None else gpu}"
 
 
 def _tail(path: Path) -> str:
@@ -189,7 +158,7 @@ class ModeRunner:
     """Runs mode jobs in child processes, one at a time per slot; a GPU may have several slots, whose children
     share it under its lease in the work directory (harness/processes/gpu_lease.py)."""
 
-    def __init__(self, options: ChildOptions, slots: list[Optional[int]], on_progress: ProgressFn):
+    def __init__(self, options: RunConfig, slots: list[Optional[int]], on_progress: ProgressFn):
         self.options, self.slots, self.on_progress = options, slots, on_progress
         self._running: dict[str, _ChildProcess] = {}
         self._lock = threading.Lock()
@@ -225,8 +194,10 @@ class ModeRunner:
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
         claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
-        spec = self.options.child_spec(mode_name, job.work, result_path, claims, name if claims else None,
-                                       self.options.lease_of(self.workdir, gpu))
+        lease_dir, lease_key = lease_of(self.options, self.workdir, gpu)
+        spec = ChildSpec(config=self.options, mode=mode_name, work=list(job.work), result_path=str(result_path),
+                         claims_dir=str(claims) if claims else None, claimant=name if claims else None,
+                         lease_dir=lease_dir, lease_key=lease_key)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
             return self.not_started(job)
         if claims is not None:

@@ -52,6 +52,7 @@ OPERATOR = register(Operator(
     stock=replay,
     stock_what=("the cuBLAS path at the same T, F.linear(F.silu(temb).to(bf16), W, b) (+ its autograd backward), "
                 "captured with the mode switched off where it can be"),
+    stock_short="cuBLAS",
     cost=cost,
     modes=Modes(None, "a GEMM: every framework mode replaces or configures its matrix products"),
     pipeline_position=30,

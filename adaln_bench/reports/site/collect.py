@@ -41,6 +41,14 @@ class Collected:
     incomplete: int = 0  # `*.incomplete.json`: a run stopped or failed; the dashboard shows complete runs only
 
 
+def skipped_counts(not_reports: int, run_indexes: int, duplicates: int, incomplete: int = 0,
+                   not_reports_as: str = "JSON files that are not reports") -> list[str]:
+    """What the site passed over, in words: one part per kind of file it met."""
+    counts = ((not_reports, not_reports_as), (run_indexes, "run indexes"), (duplicates, "duplicates"),
+              (incomplete, "files of incomplete runs (*.incomplete.json)"))
+    return [f"{n} {what}" for n, what in counts if n]
+
+
 def report_files(paths: Iterable[Path]) -> list[Path]:
     """Each file as given, and every *.json under each folder, recursively; sorted, each once."""
     found: dict[Path, None] = {}
@@ -81,13 +89,9 @@ def collect(paths: Iterable[Path]) -> Collected:
             continue
         try:
             head = load_json(data, str(f))
-        except NotAReportError:
-            out.not_reports.append(f)
-            continue
-        if isinstance(head, dict) and head.get("kind") == RUN_INDEX_KIND:
-            out.run_indexes += 1
-            continue
-        try:
+            if isinstance(head, dict) and head.get("kind") == RUN_INDEX_KIND:
+                out.run_indexes += 1
+                continue
             report = report_from_json(head, str(f))
         except NotAReportError:
             out.not_reports.append(f)

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from adaln_bench.datamodel import format as fmt
 from adaln_bench.reports.current import is_incomplete
-from adaln_bench.reports.site.collect import Collected, Loaded
+from adaln_bench.reports.site.collect import Collected, Loaded, skipped_counts
 from adaln_bench.reports.site.history import SeriesHistory
 from adaln_bench.reports.site.series import (
     FAILED, NO, NOT_PROBED, RATIO, UNAVAILABLE, YES, GroupKey, Latency, Point, _t_key, commit_of, gpu_of,
@@ -214,15 +214,8 @@ def index_page(ops: dict[str, dict[GroupKey, list[SeriesHistory]]], collected: C
             parts.append(f'<h3 id="{e(op)}--{e(group.slug)}">{e(group.label)}</h3>')  # a GPU's group per op
             parts.append(group_facts(histories))
             parts.append(matrix(group, histories, links))
-    skipped = []
-    if collected.not_reports:
-        skipped.append(f"{len(collected.not_reports)} JSON files that are not reports")
-    if collected.run_indexes:
-        skipped.append(f"{collected.run_indexes} run indexes")
-    if collected.duplicates:
-        skipped.append(f"{collected.duplicates} duplicates")
-    if collected.incomplete:
-        skipped.append(f"{collected.incomplete} files of incomplete runs (*.incomplete.json)")
+    skipped = skipped_counts(len(collected.not_reports), collected.run_indexes, collected.duplicates,
+                             collected.incomplete)
     parts.append(reports_table(collected, links))
     parts.append(f'<p class="facts" id="counts">Built from {len(collected.reports)} reports'
                  + (f"; skipped {', '.join(skipped)}" if skipped else "") + ".</p>")
