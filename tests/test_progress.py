@@ -20,15 +20,17 @@ def test_a_log_gets_one_plain_line_per_phase_per_mode_with_the_elapsed_time(tmp_
     # On a CPU the two modes' children run side by side (one torch thread each): each mode's lines in order.
     plain = [t for t in texts if t.startswith("plain")]
     vllm = [t for t in texts if t.startswith("vllm")]
-    assert plain[:6] == ["plain: started",
+    assert plain[:8] == ["plain: started",
                          "plain · diffusers[plain] · fingerprint",
                          "plain · diffusers[plain] · batch invariance",
-                         "plain · diffusers[plain] · accuracy and latency, T=1",
-                         "plain · diffusers[plain] · accuracy and latency, T=3",
+                         "plain · diffusers[plain] · accuracy, T=1",
+                         "plain · diffusers[plain] · accuracy, T=3",
+                         "plain · diffusers[plain] · latency, T=1",
+                         "plain · diffusers[plain] · latency, T=3",
                          "plain · diffusers[plain] · cold start"]
-    assert re.fullmatch(r"plain: ok after \d+:\d\d:\d\d", plain[6]) and len(plain) == 7
+    assert re.fullmatch(r"plain: ok after \d+:\d\d:\d\d", plain[8]) and len(plain) == 9
     assert vllm[0] == "vllm: started" and re.fullmatch(r"vllm: unavailable after \d+:\d\d:\d\d", vllm[1])
-    assert len(texts) == 9
+    assert len(texts) == 11
     # No bar, no terminal control codes in a log.
     assert "\x1b" not in proc.stderr and "━" not in proc.stderr
 

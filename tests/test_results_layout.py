@@ -112,6 +112,29 @@ def test_a_stale_report_or_a_log_in_an_operators_folder_is_found(tmp_path):
     ]
 
 
+def test_evidence_reports_are_never_current_nor_history_nor_on_the_dashboard(tmp_path):
+    from adaln_bench.reports.site.collect import report_files
+
+    results = tmp_path / "results"
+    op = results / "h200" / "timestep_sinusoid"
+    op.mkdir(parents=True)
+    older = committed("timestep_sinusoid.h200.fd00ad3.h3.plain.json")
+    newer = committed("timestep_sinusoid.h200.f51093c.h3.plain.json")
+    shutil.copy(older, op / older.name)
+    evidence = results / "h200" / "evidence" / "scheduling" / "abc1234"
+    evidence.mkdir(parents=True)
+    shutil.copy(newer, evidence / newer.name)  # newer, yet no answer: the older report stays current
+    (evidence / "README.md").write_text("what was run\n")
+    (evidence / "diff.md").write_text("a diff\n")
+    assert current_reports(results) == [op / older.name]
+    assert layout_problems(results, repo=ROOT) == []
+    assert report_files([results]) == [op / older.name]
+    (results / "h200" / "timestep_sinusoid" / "evidence").mkdir()
+    (results / "h200" / "timestep_sinusoid" / "evidence" / "x.md").write_text("misplaced\n")
+    assert layout_problems(results, repo=ROOT) == [
+        "h200/timestep_sinusoid/evidence/x.md: evidence belongs in <gpu>/evidence/<topic>/"]
+
+
 @pytest.mark.skipif(shutil.which("git") is None or subprocess.run(
     ["git", "rev-parse", "--is-inside-work-tree"], cwd=ROOT, capture_output=True).returncode != 0,
     reason="not a git checkout: kernel-bench outputs are dated by their commits in git")

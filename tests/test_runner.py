@@ -115,3 +115,39 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
     assert {(tmp_path / m).read_text() for m in ("plain", "cublaslt_ws1")} == {"0", "1"}
     for name, outcome in outcomes.items():
         assert (tmp_path / name).read_text() == str(outcome.run.gpu_index)
+
+
+def test_children_sharing_a_gpu_lease_keep_latency_alone_and_overlap_the_rest(tmp_path, monkeypatch):
+    # Two modes' children at once on one (fake) GPU: the CPU run takes the lease as a CUDA run does.
+    from adaln_bench.harness.processes.protocol import OpWork, RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
+    from adaln_bench.harness.assembly.shapes import PRESETS
+    from adaln_bench.harness.measurement.step_clock import TRACE_VARIABLE, overlapping_exclusive
+    from adaln_bench.modes.registry import all_modes
+
+    trace = tmp_path / "steps.jsonl"
+    monkeypatch.setenv(TRACE_VARIABLE, str(trace))
+    modes = all_modes()
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=300, lease=True)
+    outcomes = {}
+    with ModeRunner(options, [0, 0], lambda mode, event: None) as runner:
+        work = (OpWork(op="norm_modulate", candidates=["diffusers"]),)
+        runner.run_all([ModeJob(modes["plain"], work), ModeJob(modes["cublaslt_ws1"], work)],
+                       lambda name, outcome: outcomes.__setitem__(name, outcome))
+    assert {n: o.run.status for n, o in outcomes.items()} == {"plain": "ok", "cublaslt_ws1": "ok"}
+    steps = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert {s["lease"] for s in steps} == {"gpu0"}
+    assert overlapping_exclusive(steps) == []
+    latency = [s for s in steps if s["phase"] == "latency"]
+    assert len(latency) == 2 and all(s["exclusive"] for s in latency)
+    children = {s["pid"] for s in latency}
+    checks = {s["pid"] for s in steps if s["phase"] == "cold start"}
+    assert len(children) == 2 and len(checks) == 2 and not children & checks  # a check takes the lease itself
+    # The bits work of the two children ran side by side at some point.
+    shared = [s for s in steps if not s["exclusive"]]
+    assert any(a["pid"] != b["pid"] and a["start"] < b["end"] and b["start"] < a["end"]
+               for a in shared for b in shared)
+    for outcome in outcomes.values():  # each child accounted its steps
+        times = outcome.child.time
+        assert {"start-up", "build", "probes", "accuracy", "latency", "cold start"} <= set(times.phases_s)
+        assert times.exclusive_s == times.phases_s["latency"]

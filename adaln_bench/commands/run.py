@@ -87,6 +87,11 @@ def run_command(
     repeat: int = typer.Option(1, "--repeat", metavar="K",
                                help="Measure each mode's latency in K fresh processes, interleaved, every sample "
                                "kept (device time); probes and accuracy run once. The nightly uses 3."),
+    serial: bool = typer.Option(False, "--serial",
+                                help="One step at a time: one child per GPU (one on a CPU), one cold-start check at "
+                                "a time. Default on CUDA: probes, accuracy and cold-start checks of several "
+                                "children side by side as the free memory allows, latency always with the GPU to "
+                                "itself."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report per operator."""
     from adaln_bench.commands.progress import RunProgress
@@ -109,7 +114,8 @@ def run_command(
         legacy_form=compat.legacy_form(preset, dim, hidden, modalities, out, op), quick=quick, out=out,
         timeout=timeout, slots=slots, modes_file=modes_file, megatron_src=megatron_src, python=list(python),
         envs_file=envs_file, quiet=quiet, strict=strict, yes=yes, latency_only=latency_only,
-        accuracy_only=accuracy_only, cold_start=cold_start, geometry=geometry, repeat=repeat)
+        accuracy_only=accuracy_only, cold_start=cold_start, geometry=geometry, repeat=repeat,
+        serial=serial)
     code, lines = run(request, lambda jobs, quiet: RunProgress(jobs, disabled=quiet))
     for line in lines:
         print(f"adaln-bench: {line}", file=sys.stderr)

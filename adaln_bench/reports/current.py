@@ -10,6 +10,8 @@
 A kernel-bench output that measured several operators at once is current in `results/<gpu>/kernel_bench/`.
 Everything older that the dashboard's series and `diff` still read is history, in one place per GPU:
 `results/<gpu>/history/<op>/`, each file named by the commit that made it.
+`results/<gpu>/evidence/<topic>/<commit>/` holds what backs a claim of the docs (reports, run indexes, diff
+outputs, a README.md saying what was run): never an answer, never history, read by no command that picks.
 
 "Newest" is what the files record, never their mtimes: a report's `started_at`, a kernel-bench output's
 commit (ordered by its date in git). The reader of a report is passed in (`read`), so that this module holds
@@ -28,6 +30,7 @@ from adaln_bench.reports.naming import is_incomplete_file
 from adaln_bench.datamodel.schema import CandidateResult, Report
 
 HISTORY = "history"
+EVIDENCE = "evidence"  # results/<gpu>/evidence/: reports kept as evidence, outside the rule
 KERNEL_BENCH = "kernel_bench"  # the file prefix of kernel-bench outputs, and the folder of multi-op ones
 FIDELITY = "fidelity"  # the file prefix of fidelity outputs
 NATIVE = "native"  # the draw geometry of a report drawn as on the GPU that ran it
@@ -149,13 +152,20 @@ def primary_reports(folder: Path) -> list[Path]:
     return [f.path for f in primary(read_facts([folder], read_if_report), all_modes())]
 
 
+def in_evidence(path: Path, root: Path) -> bool:
+    """True for a file found under `root` inside an evidence folder (results/<gpu>/evidence/)."""
+    return EVIDENCE in path.relative_to(root).parts[:-1]
+
+
 def report_paths(paths: Iterable[Path]) -> list[Path]:
-    """Every *.json under each folder (recursively, in name order) and each file as given."""
+    """Every *.json under each folder (recursively, in name order, evidence folders left out) and each file as
+    given."""
     found: dict[Path, None] = {}
     for p in paths:
         p = Path(p)
         for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p]):
-            found[f] = None
+            if not (p.is_dir() and in_evidence(f, p)):
+                found[f] = None
     return list(found)
 
 
@@ -307,6 +317,10 @@ def layout_problems(results: Path, repo: Optional[Path] = None) -> list[str]:
         rel = path.relative_to(results)
         if path in reports or rel == Path("README.md") or _is_run_index(path):
             continue  # a run's index of what it wrote is git-ignored: results/<gpu>/runs/
+        if in_evidence(path, results):
+            if len(rel.parts) < 4 or rel.parts[1] != EVIDENCE:
+                problems.append(f"{rel}: evidence belongs in <gpu>/{EVIDENCE}/<topic>/")
+            continue
         name = path.name
         if name.startswith(f"{FIDELITY}.") and name.endswith(".md"):
             subjects = fidelity_subjects(path.read_text(encoding="utf-8", errors="replace"))

@@ -41,7 +41,7 @@ def _settle(path: Path, complete: bool) -> Path:
 
 
 def write_run(reports: dict[str, Report], out: Path, name: RunName, single_file: bool, slots: list,
-              quiet: bool) -> RunWritten:
+              quiet: bool, time_spent: Optional[dict] = None) -> RunWritten:
     """`out` is the report file (one operator, `--out FILE.json`) or the directory of the run."""
     written = RunWritten()
     for op, report in reports.items():
@@ -60,7 +60,7 @@ def write_run(reports: dict[str, Report], out: Path, name: RunName, single_file:
         for report in reports.values():
             print_summary(report)
     if not single_file:
-        written.index = _write_index(reports, written, out, name, slots)
+        written.index = _write_index(reports, written, out, name, slots, time_spent)
     stream = sys.stderr if quiet else sys.stdout
     for op, result in written.reports.items():
         print(f"report: {result.path}", file=stream)
@@ -70,7 +70,7 @@ def write_run(reports: dict[str, Report], out: Path, name: RunName, single_file:
 
 
 def _write_index(reports: dict[str, Report], written: RunWritten, out: Path, name: RunName,
-                 slots: list) -> Optional[Path]:
+                 slots: list, time_spent: Optional[dict] = None) -> Optional[Path]:
     """The small file a nightly reads first: which reports one run wrote, where, and how long it took."""
     first = next(iter(reports.values()))
     complete = all(is_complete(r) for r in reports.values())
@@ -82,7 +82,7 @@ def _write_index(reports: dict[str, Report], written: RunWritten, out: Path, nam
         "tool": first.tool.model_dump(mode="json") if first.tool else None,
         "device": first.device,
         "gpu": first.environment.gpu,
-        "gpus": [s for s in slots if s is not None],
+        "gpus": list(dict.fromkeys(s for s in slots if s is not None)),  # a GPU of several slots once
         "started_at": first.started_at,
         "wall_s": first.wall_s,
         "quick": first.quick,
@@ -90,6 +90,8 @@ def _write_index(reports: dict[str, Report], written: RunWritten, out: Path, nam
         "modes": list(first.modes or {}),
         "reports": {op: _relative(w.path, path.parent) for op, w in written.reports.items()},
     }
+    if time_spent is not None:  # harness/assembly/time_accounting.py; docs/running.md says how to read it
+        index["time"] = time_spent
     try:
         done = write_text_atomic(json.dumps(index, indent=2) + "\n", path)
     except Exception as exc:  # noqa: BLE001 - the reports are written; the index is a convenience

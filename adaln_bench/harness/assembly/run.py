@@ -6,7 +6,6 @@ their latency repetitions), the reports put together from their results and writ
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -17,9 +16,6 @@ from adaln_bench.draws.geometry import DrawGeometry
 from adaln_bench.errors import UserError
 from adaln_bench.harness.assembly.run_checks import check_file_names, warn_loader_variables
 from adaln_bench.shape import Shape
-
-# CPU children at once: each uses one torch thread, so two share a 2-core machine's work.
-CPU_CHILDREN = 2
 
 
 @dataclass(frozen=True)
@@ -50,6 +46,8 @@ class RunRequest:
     cold_start: bool
     geometry: DrawGeometry
     repeat: int
+    # `--serial`: one step at a time (harness/assembly/schedule.py).
+    serial: bool = False
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
@@ -123,6 +121,7 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
     from adaln_bench.harness.assembly.assemble import RunContext
     from adaln_bench.harness.assembly.repeat import RepeatedRun
     from adaln_bench.harness.assembly.selection import check_candidates, choose_operators, jobs as make_jobs, select
+    from adaln_bench.harness.assembly.time_accounting import run_time
     from adaln_bench.harness.processes.runner import ModeOutcome, ModeRunner
     from adaln_bench.harness.processes.stop_signals import StopSignals
     from adaln_bench.reports.run_output import write_run
@@ -163,14 +162,10 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
         print(f"adaln-bench: {run_device}, {what}, {shape.describe()}, {len(modes)} mode(s)"
               f"{', quick' if quick else ''}", file=sys.stderr)
 
-    options = run_config(request)
+    options, schedule, slots = _scheduled(request, ops)
     skipped_names = {m.name for m in skipped}
-    if run_device == "cpu" and slots == [None] and len(ops) > 1:
-        # Each CPU child uses one torch thread: the operators of a mode are dealt over the cores instead
-        # (one operator's modes run one after the other, as they always have).
-        slots = [None] * max(1, min(CPU_CHILDREN, os.cpu_count() or 1))
     jobs = make_jobs(selection, [m for m in modes if m.name not in skipped_names], interpreters,
-                     parts=len(slots) if run_device == "cpu" else 1, shape=shape)
+                     parts=len(slots), shape=shape)
     outcomes: dict[str, ModeOutcome] = {}
     if skipped and not quiet:
         print(f"adaln-bench: not applicable on {run_device}, skipped: {', '.join(m.name for m in skipped)}",
@@ -219,7 +214,8 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
                              interpreters=interpreters, draw_geometry=geometry)
         reports = {operator.name: _report_of(operator, context, jobs, outcomes, runner, skipped, selection)
                    for operator in ops}
-        written = write_run(reports, out_target, name, single_file, slots, quiet)
+        spent = run_time(jobs, run.first, run.repeats, schedule.as_record() if schedule else None)
+        written = write_run(reports, out_target, name, single_file, slots, quiet, spent)
     signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
     return exit_status.closing(reports, written.failed, strict, signal_code, stops.cause() if stops.name else None,
                                stops.name or "SIGINT")
@@ -237,7 +233,22 @@ def run_config(request: RunRequest):
                      parts=Parts(probes=not (r.latency_only or r.accuracy_only), accuracy=not r.latency_only,
                                  latency=not r.accuracy_only),
                      cold_start=r.cold_start and not r.accuracy_only,
-                     draw_geometry=r.geometry.name)
+                     draw_geometry=r.geometry.name, serial=r.serial)
+
+
+def _scheduled(request: RunRequest, ops):
+    """The run's configuration with how its children share each GPU, the schedule (None on a CPU) and the worker
+    slots, one per child at once (harness/assembly/schedule.py)."""
+    from adaln_bench.harness.assembly.schedule import schedule_for_run, worker_slots
+
+    r = request
+    options, schedule = run_config(request), None
+    if r.run_device == "cuda":
+        schedule = schedule_for_run(ops, r.shape, r.quick, r.slots, r.serial)
+        options = options.model_copy(update={"serial": schedule.serial, "cold_start_pool": schedule.cold_start_pool})
+        if not r.quiet:
+            print(f"adaln-bench: schedule: {schedule.why}", file=sys.stderr)
+    return options, schedule, worker_slots(r.run_device, r.slots, len(ops), schedule, r.serial)
 
 
 def _report_of(operator, context, jobs, outcomes, runner, skipped, selection):

@@ -18,6 +18,7 @@ from adaln_bench.harness.measurement.device_time import Reference, device_time_p
 from adaln_bench.harness.measurement.fingerprint import fingerprint
 from adaln_bench.harness.measurement.parts import Parts
 from adaln_bench.harness.measurement.probes import probe_batch_invariance
+from adaln_bench.harness.measurement.step_clock import ACCURACY, LATENCY, PROBES, StepClock
 from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.harness.measurement.timing import time_call
 from adaln_bench.harness.measurement.workload import Workload
@@ -45,27 +46,48 @@ class _Silent:
 def measure_candidate(subject: Subject, params: dict[str, torch.Tensor], shape: Shape, device: torch.device,
                       plan: P.ProbePlan, parts: Parts = Parts(),
                       mode_off: Callable[[], ContextManager] = contextlib.nullcontext,
-                      progress: Optional[Progress] = None) -> CandidateResult:
-    """The chosen parts for one candidate, as the report's CandidateResult."""
+                      progress: Optional[Progress] = None, steps: Optional[StepClock] = None) -> CandidateResult:
+    """The chosen parts for one candidate, as the report's CandidateResult.
+
+    Each part is a step of `steps` (harness/measurement/step_clock.py): the probes and the errors share the GPU
+    with other processes, the latency of every size is one exclusive step, after the errors of every size."""
     impl = subject.impl
     progress = progress or _Silent()
+    steps = steps or StepClock()
     started = time.monotonic()
     prints = invariance = None
     if parts.probes:
-        workload = Workload(subject, params, shape, device)
-        progress.phase("fingerprint")
-        prints = fingerprint(workload, subject)
-        progress.phase("batch invariance")
-        invariance = probe_batch_invariance(workload, plan, progress.tick)
-        del workload  # its cached batch is large
+        with steps.step(PROBES) as step:
+            workload = Workload(subject, params, shape, device)
+            progress.phase("fingerprint")
+            prints = fingerprint(workload, subject)
+            progress.phase("batch invariance")
 
+            def tick(runs: int) -> None:
+                progress.tick(runs)
+                step.breathe()
+
+            invariance = probe_batch_invariance(workload, plan, tick)
+            del workload  # its cached batch is large
+
+    errors: dict[int, tuple] = {}
+    if parts.accuracy:
+        with steps.step(ACCURACY) as step:
+            for tokens in plan.accuracy_sizes:
+                progress.phase(f"accuracy, {subject.op.family.size_symbol}={tokens}")
+                errors[tokens] = measure_accuracy(subject, params, shape, device, tokens, mode_off)
+                step.breathe()
     table: dict[str, AccuracyLatency] = {}
     if parts.accuracy or parts.latency:
-        symbol = subject.op.family.size_symbol
         for tokens in plan.accuracy_sizes:
-            progress.phase(f"accuracy and latency, {symbol}={tokens}")
-            table[str(tokens)] = measure_point(subject, params, shape, device, tokens, parts, mode_off)
-            progress.tick(0)
+            fwd_err, grad_err = errors.get(tokens, (None, None))
+            table[str(tokens)] = AccuracyLatency(fwd_rel_err=fwd_err, grad_rel_err=grad_err, fwd_us=None)
+    if parts.latency:
+        with steps.step(LATENCY, exclusive=True):
+            for tokens in plan.accuracy_sizes:
+                progress.phase(f"latency, {subject.op.family.size_symbol}={tokens}")
+                measure_latency(table[str(tokens)], subject, params, shape, device, tokens, mode_off)
+                progress.tick(0)
     return CandidateResult(
         source=impl.source,
         has_backward=subject.has_backward,
@@ -120,14 +142,9 @@ def stock_ones(subject: Subject, ones: list[torch.Tensor], shape: Shape, tokens:
     return [torch.ones(o.shape(shape, tokens), dtype=o.dtype, device=device) for o in specs]
 
 
-def measure_point(subject: Subject, params: dict[str, torch.Tensor], shape: Shape, device: torch.device,
-                  tokens: int, parts: Parts, mode_off: Callable[[], ContextManager]) -> AccuracyLatency:
-    """Errors and times at one size; a part not measured is null."""
-    fwd_err, grad_err = (None, None)
-    if parts.accuracy:
-        fwd_err, grad_err = measure_accuracy(subject, params, shape, device, tokens, mode_off)
-    if not parts.latency:
-        return AccuracyLatency(fwd_rel_err=fwd_err, grad_rel_err=grad_err, fwd_us=None)
+def measure_latency(entry: AccuracyLatency, subject: Subject, params: dict[str, torch.Tensor], shape: Shape,
+                    device: torch.device, tokens: int, mode_off: Callable[[], ContextManager]) -> None:
+    """The times at one size, into `entry`: the CUDA-event figures, then the device time."""
     inputs = {**draw_rows(subject.op, shape, P.ACCURACY_SEED, tokens, device), **params}
     mine = {n: inputs[n] for n in subject.inputs}
 
@@ -136,8 +153,7 @@ def measure_point(subject: Subject, params: dict[str, torch.Tensor], shape: Shap
             subject.forward(mine)
 
     fwd, clock = time_call(forward, device)
-    entry = AccuracyLatency(fwd_rel_err=fwd_err, grad_rel_err=grad_err, fwd_us=fwd.median, fwd_us_dist=fwd,
-                            clock=clock)
+    entry.fwd_us, entry.fwd_us_dist, entry.clock = fwd.median, fwd, clock
     ones = step = None
     if subject.has_backward:
         # Of the declared outputs' shapes and dtypes: no extra call of the candidate outside the timed ones.
@@ -152,4 +168,3 @@ def measure_point(subject: Subject, params: dict[str, torch.Tensor], shape: Shap
             entry.device_time = timed
     except Exception as exc:  # noqa: BLE001 - a candidate that cannot be timed so keeps its other results
         entry.device_time_error = f"{type(exc).__name__}: {exc}"
-    return entry

@@ -1,10 +1,11 @@
-"""One candidate in a mode's child: built, measured, its cold start checked in a process of its own, or why it
-could not be; and, on a CPU, the fork server those checks start from (harness/processes/fork_server.py)."""
+"""One candidate in a mode's child: built and measured, or why it could not be; its cold-start check in a process of
+its own; and, on a CPU, the fork server those checks start from (harness/processes/fork_server.py)."""
 from __future__ import annotations
 
 import traceback
 from pathlib import Path
 
+from adaln_bench.harness.measurement.step_clock import BUILD, StepClock
 from adaln_bench.harness.processes.protocol import ChildSpec, ProgressWriter
 
 
@@ -46,8 +47,9 @@ def report_name(op: str, name: str, mode: str) -> str:
     return candidates.get(name, op).report_name(mode)
 
 
-def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int, forks=None):
-    """One candidate of one operator: built, measured, its cold start checked; or why it could not be."""
+def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, clock: StepClock):
+    """One candidate of one operator: built and measured, each step under the GPU lease; or why it could not be.
+    Its cold-start check is the caller's (harness/processes/child_measure.py)."""
     import torch
 
     from adaln_bench.harness.measurement.measure import measure_candidate
@@ -57,39 +59,46 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, index: int
     from adaln_bench.ops.candidates import BuildContext
     from adaln_bench.datamodel.schema import CandidateUnavailable
 
-    device = torch.device(spec.config.device)
+    config = spec.config
+    device = torch.device(config.device)
     candidate = candidates.get(name, op.name)
     report_name = candidate.report_name(spec.mode)
     reason = candidate.availability()
     if reason is not None:
         return CandidateUnavailable(unavailable=reason, status="unavailable")
-    plan = op.family.plan(spec.config.quick)
+    plan = op.family.plan(config.quick)
     label = report_name if len(spec.work) == 1 else f"{op.name}/{report_name}"
-    progress = ProgressWriter(label, planned_runs(plan) if spec.config.parts.probes else 0)
+    progress = ProgressWriter(label, planned_runs(plan) if config.parts.probes else 0)
     try:
-        impl = candidate.build(BuildContext(mode=spec.mode, device=device, shape=spec.config.shape, op=op.name))
+        with clock.step(BUILD):
+            impl = candidate.build(BuildContext(mode=spec.mode, device=device, shape=config.shape, op=op.name))
     except Exception as exc:
         traceback.print_exc()
         return CandidateUnavailable(unavailable=f"build failed: {type(exc).__name__}: {exc}", status="failed")
     try:
-        subject = Subject.of(op, candidate, impl, spec.config.shape)
-        measured = measure_candidate(subject, params, spec.config.shape, device, plan, spec.config.parts,
-                                     switch.off, progress)
+        subject = Subject.of(op, candidate, impl, config.shape)
+        measured = measure_candidate(subject, params, config.shape, device, plan, config.parts, switch.off, progress,
+                                     clock)
     except Exception as exc:
         traceback.print_exc()
         return CandidateUnavailable(unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
-    if spec.config.parts.probes and spec.config.cold_start:  # a latency-only repeat does not need it again
-        progress.phase("cold start")
-        measured.cold_start = cold_start_of(spec, op.name, name, index, forks)
+    if config.parts.probes and config.cold_start:  # a latency-only repeat does not need it again
+        progress.phase("cold start")  # queued: it runs now, or in the pool beside the next candidates
     return measured
+
+
+def cold_start_path(spec: ChildSpec, index: int) -> Path:
+    """Where the cold-start check of the child's `index`-th candidate writes its result."""
+    # Named after this child's result file: two parts of one mode run side by side in one folder.
+    return Path(spec.result_path).with_name(f"{Path(spec.result_path).stem}.cold-start.{index}.json")
 
 
 def cold_start_of(spec: ChildSpec, op: str, candidate: str, index: int, forks=None):
     """The candidate's cold-start check (harness/processes/cold_start.py), in a process of its own beside this
-    one: forked from `forks` where there is one, else a new interpreter."""
+    one, under the child's GPU lease: forked from `forks` where there is one, else a new interpreter."""
     from adaln_bench.harness.processes.cold_start import TIMEOUT_S, ColdStartSpec, check_cold_start, in_new_interpreter
 
-    # Named after this child's result file: two parts of one mode run side by side in one folder.
-    result_path = Path(spec.result_path).with_name(f"{Path(spec.result_path).stem}.cold-start.{index}.json")
-    cold = ColdStartSpec(config=spec.config, mode=spec.mode, op=op, candidate=candidate, result_path=str(result_path))
+    cold = ColdStartSpec(config=spec.config, mode=spec.mode, op=op, candidate=candidate,
+                         result_path=str(cold_start_path(spec, index)), lease_dir=spec.lease_dir,
+                         lease_key=spec.lease_key)
     return check_cold_start(cold, TIMEOUT_S, forks.launch if forks is not None else in_new_interpreter)

@@ -3,8 +3,8 @@
 The parent starts it with the mode's variables already in its environment, so they are in place before
 torch is imported here. It switches the mode on, measures each candidate, and rewrites its result file
 after every candidate, so that a crash later keeps what was finished. On a CPU it forks a server for the
-cold-start checks right after its imports (harness/processes/fork_server.py), and as one part of a mode split over
-several children it measures only the operators it claims (harness/processes/claims.py).
+cold-start checks right after its imports (harness/processes/fork_server.py). What it measures, and how each step
+takes the GPU's lease, is harness/processes/child_measure.py; one candidate, harness/processes/candidate_run.py.
 """
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ import traceback
 import warnings
 from pathlib import Path
 
-from adaln_bench.harness.processes.candidate_run import fork_server, measure_one, report_name
+from adaln_bench.harness.processes.candidate_run import fork_server
 from adaln_bench.harness.processes.protocol import ChildResult, ChildSpec, announce_switched_on
 from adaln_bench.datamodel.io import write_text_atomic
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is optional
+BORN = time.monotonic()  # the imports before the first step count as start-up
 
 
 def run_child(spec: ChildSpec) -> ChildResult:
@@ -36,8 +37,12 @@ def run_child(spec: ChildSpec) -> ChildResult:
 
 
 def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
+    from adaln_bench.harness.processes.child_measure import ChildState, clock_for, measure_all, peak_memory_bytes
+    from adaln_bench.harness.measurement.step_clock import START_UP
+
     started = time.monotonic()
     result = ChildResult(mode=spec.mode, status="running")
+    clock = clock_for(spec)  # every step from here on under the GPU's lease (harness/processes/gpu_lease.py)
 
     results: dict[str, dict] = {}
     inputs: dict = {}
@@ -47,8 +52,11 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
         result.results = {op: dict(entries) for op, entries in results.items()}
         result.inputs = dict(inputs)
         result.wall_s = round(time.monotonic() - started, 3)
+        result.time = clock.snapshot()
+        result.time.peak_memory_bytes = peak_memory_bytes(device)
         write_text_atomic(result.model_dump_json(exclude_unset=True, indent=1), spec.result_path)
 
+    state = ChildState(save)
     import torch
 
     from adaln_bench.harness.measurement.environment import torch_environment
@@ -65,20 +73,22 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
     result.runtime = runtime_environment(mode)  # before the switch: an unavailable mode still says where it ran
     device = torch.device(spec.config.device)
     before = observe.dispatch_snapshot()
-    try:
+    try:  # the switch is host work (a library's imports, settings): no lease
         switch = ModeSwitch(mode, ModeOptions(megatron_src=spec.config.megatron_src), device.type == "cuda")
     except Exception as exc:  # any failure to switch on makes the mode unavailable, with the reason
         result.status, result.reason = "unavailable", f"{type(exc).__name__}: {exc}"
         result.observed = observe.observe(mode, before, None)
         result.complete = True
         traceback.print_exc()
-        save()
+        state.save()
         return result
-    if device.type == "cuda":  # after the switch: Megatron's te_native wants to be on before CUDA starts
-        torch.cuda.set_device(0)
+    clock.add(START_UP, held=time.monotonic() - BORN)  # the imports and the switch
+    with clock.step(START_UP):  # CUDA's start: the process's first GPU work
+        if device.type == "cuda":  # after the switch: Megatron's te_native wants to be on before CUDA starts
+            torch.cuda.set_device(0)
+        result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
+        result.environment = torch_environment(spec.config.device)
     announce_switched_on()
-    result.observed = observe.observe(mode, before, switch.switch, settings_restorable=switch.settings_applied)
-    result.environment = torch_environment(spec.config.device)
     notes = switch.switch.notes if switch.switch is not None else {}
     if "megatron_source_commit" in notes:
         result.environment.megatron_source_commit = notes["megatron_source_commit"]
@@ -89,41 +99,13 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
         result.observed.staging_module = notes.get("staging_module")
     if spec.config.check_only:
         result.status, result.complete = "ok", True
-        save()
+        state.save()
         return result
-    save()
-    _measure_all(spec, device, switch, results, inputs, save, forks)
+    state.save()
+    measure_all(spec, device, switch, results, inputs, state, forks, clock)
     result.status, result.complete = "ok", True
-    save()
+    state.save()
     return result
-
-
-def _measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, save, forks) -> None:
-    import torch
-
-    from adaln_bench.harness.measurement.input_fingerprint import input_fingerprint
-    from adaln_bench.ops.draws import draw_params
-    from adaln_bench.ops.registry import get_operator
-
-    from adaln_bench.harness.processes.claims import claim
-
-    index = 0
-    for work in spec.work:
-        if spec.claims_dir is not None and not claim(spec.claims_dir, work.op, spec.claimant or spec.mode):
-            continue  # another part of this mode measures it
-        op = get_operator(work.op)
-        entries = results.setdefault(op.name, {})
-        params = draw_params(op, spec.config.shape, device)
-        inputs[op.name] = input_fingerprint(op, spec.config.shape, params, device)
-        save()
-        for name in work.candidates:
-            entries[report_name(op.name, name, spec.mode)] = measure_one(spec, op, name, params, switch, index,
-                                                                          forks)
-            index += 1
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            save()
-        del params
 
 
 def main(argv: list[str]) -> int:

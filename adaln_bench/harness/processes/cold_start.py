@@ -50,6 +50,16 @@ class ColdStartSpec(BaseModel):
     op: str
     candidate: str
     result_path: str
+    # The GPU's lease (harness/processes/gpu_lease.py), taken from the first CUDA call to the end; None: none
+    # (a CPU run).
+    lease_dir: Optional[str] = None
+    lease_key: Optional[str] = None
+
+
+def times_path(result_path: str) -> Path:
+    """Where the check leaves its step times (harness/measurement/step_clock.py) for the child that started it."""
+    path = Path(result_path)
+    return path.with_name(path.stem + ".time.json")
 
 
 # --- the mode's child: start the grandchild and read what it left -------------------------------------
@@ -233,13 +243,34 @@ def run_steps(spec: ColdStartSpec) -> ColdStart:
     return ColdStart(status="ok", steps_passed=passed)
 
 
+def _steps(spec: ColdStartSpec):
+    """The check's clock: its GPU work is one step under the lease, after the imports, which take none."""
+    import torch  # noqa: F401 - imported before the lease is taken
+
+    from adaln_bench.harness.processes.gpu_lease import lease_for
+    from adaln_bench.harness.measurement.step_clock import StepClock
+    from adaln_bench.modes.switch import ModeSwitch  # noqa: F401
+    from adaln_bench.ops import candidates  # noqa: F401
+
+    def sync() -> None:
+        if spec.config.device == "cuda" and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    return StepClock(lease_for(spec.lease_dir, spec.lease_key), serial=spec.config.serial, sync=sync)
+
+
 def main(argv: list[str]) -> int:
+    from adaln_bench.harness.measurement.step_clock import COLD_START
+
     if len(argv) != 2:
         print("usage: python -m adaln_bench.harness.processes.cold_start SPEC.json", file=sys.stderr)
         return 2
     spec = ColdStartSpec.model_validate_json(Path(argv[1]).read_text(encoding="utf-8"))
-    result = run_steps(spec)
+    clock = _steps(spec)
+    with clock.step(COLD_START):
+        result = run_steps(spec)
     write_text_atomic(result.model_dump_json(exclude_unset=True), spec.result_path)
+    write_text_atomic(clock.snapshot().model_dump_json(), str(times_path(spec.result_path)))
     if result.status != "ok":
         print(json.dumps({"cold_start": result.status, "reason": result.reason}), file=sys.stderr)
     return 0

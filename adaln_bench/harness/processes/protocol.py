@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from adaln_bench.datamodel.schema import (CandidateEntry, Environment, InputFingerprint, ModeEnvironment,
                                         ModeObservation)
 from adaln_bench.harness.measurement.parts import Parts
+from adaln_bench.harness.measurement.step_clock import StepTimes
 from adaln_bench.shape import Shape
 
 PROGRESS_PREFIX = "@@adaln-bench-progress "
@@ -53,6 +54,13 @@ class RunConfig(BaseModel):
     cold_start: bool = True
     # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
     draw_geometry: str = "native"
+    # How the children of one GPU share it (harness/assembly/schedule.py). `run --serial`: every step takes the
+    # lease exclusive.
+    serial: bool = False
+    # Cold-start checks at once beside the next candidates; 1: one after another.
+    cold_start_pool: int = Field(default=1, ge=1)
+    # The GPU lease (harness/processes/gpu_lease.py): None on CUDA only; True also on a CPU (the tests' fake GPU).
+    lease: Optional[bool] = None
 
 
 class ChildSpec(BaseModel):
@@ -69,6 +77,9 @@ class ChildSpec(BaseModel):
     # operators it claims in this folder, as `claimant` (harness/processes/claims.py).
     claims_dir: Optional[str] = None
     claimant: Optional[str] = None
+    # The GPU's lease (harness/processes/gpu_lease.py): its folder and key; None: no lease (a CPU run).
+    lease_dir: Optional[str] = None
+    lease_key: Optional[str] = None
 
 
 class ChildResult(BaseModel):
@@ -84,6 +95,7 @@ class ChildResult(BaseModel):
     results: dict[str, dict[str, CandidateEntry]] = Field(default_factory=dict)
     complete: bool = False
     wall_s: Optional[float] = None
+    time: Optional[StepTimes] = None  # where the child's time went (harness/measurement/step_clock.py)
 
 
 def announce_switched_on() -> None:

@@ -73,6 +73,13 @@ class ModeOutcome:
 ProgressFn = Callable[[str, dict], None]  # (mode, event) -> None
 
 
+def lease_of(config: RunConfig, workdir: Path, gpu: Optional[int]) -> tuple[Optional[str], Optional[str]]:
+    """The lease (folder, key) of a child on `gpu`: one per GPU of a CUDA run, none on a CPU."""
+    if not (config.device == "cuda" if config.lease is None else config.lease):
+        return None, None
+    return str(workdir), f"gpu{0 if gpu is None else gpu}"
+
+
 def _tail(path: Path) -> str:
     try:
         data = path.read_bytes()[-STDERR_TAIL_CHARS:]
@@ -148,7 +155,8 @@ def remove_stale_workdirs(root: Optional[Path] = None) -> list[Path]:
 
 
 class ModeRunner:
-    """Runs mode jobs in child processes, one at a time per GPU slot."""
+    """Runs mode jobs in child processes, one at a time per slot; a GPU may have several slots, whose children
+    share it under its lease in the work directory (harness/processes/gpu_lease.py)."""
 
     def __init__(self, options: RunConfig, slots: list[Optional[int]], on_progress: ProgressFn):
         self.options, self.slots, self.on_progress = options, slots, on_progress
@@ -186,8 +194,10 @@ class ModeRunner:
         spec_path = self.workdir / f"{name}.spec.json"
         stderr_path = self.workdir / f"{name}.stderr.log"
         claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
+        lease_dir, lease_key = lease_of(self.options, self.workdir, gpu)
         spec = ChildSpec(config=self.options, mode=mode_name, work=list(job.work), result_path=str(result_path),
-                         claims_dir=str(claims) if claims else None, claimant=name if claims else None)
+                         claims_dir=str(claims) if claims else None, claimant=name if claims else None,
+                         lease_dir=lease_dir, lease_key=lease_key)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
             return self.not_started(job)
         if claims is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterable
 
 from adaln_bench.errors import NotAReportError, UserError
-from adaln_bench.reports.current import current_of, facts
+from adaln_bench.reports.current import current_of, facts, in_evidence
 from adaln_bench.reports.display import for_display
 from adaln_bench.datamodel.load import load_json, read_limited, report_from_json
 from adaln_bench.reports.naming import is_incomplete_file
@@ -57,7 +57,7 @@ def report_files(paths: Iterable[Path]) -> list[Path]:
             sites = {m.parent for m in p.rglob(SITE_MARKER)}
             for f in sorted(p.rglob("*.json")):
                 if (f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
-                        and not any(parent in sites for parent in f.parents)):
+                        and not any(parent in sites for parent in f.parents) and not in_evidence(f, p)):
                     found[f] = None
         elif p.exists() or p.is_symlink():  # a FIFO or a symlink loop too: the loader skips and counts it
             found[p] = None

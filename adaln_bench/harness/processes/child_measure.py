@@ -1,0 +1,145 @@
+"""What a mode's child measures once its mode is on: every operator it claims, each candidate built, measured and
+its cold start checked, every step under the GPU lease (harness/measurement/step_clock.py).
+
+The cold-start checks run in a small pool beside the next candidates (`RunConfig.cold_start_pool`); with a pool
+of one each runs at once, in this thread, as it always did. Results are written by this thread and the pool's,
+so both take `ChildState.lock` to change them or to save.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Optional
+
+from adaln_bench.harness.processes.candidate_run import cold_start_of, cold_start_path, measure_one, report_name
+from adaln_bench.harness.processes.gpu_lease import lease_for
+from adaln_bench.harness.processes.protocol import ChildSpec
+from adaln_bench.harness.measurement.step_clock import BUILD, COLD_START, StepClock
+
+
+def _cuda_sync() -> None:
+    import torch
+
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def clock_for(spec: ChildSpec) -> StepClock:
+    """The child's steps under its GPU's lease (none on a CPU, or where the spec names none)."""
+    sync = _cuda_sync if spec.config.device == "cuda" else (lambda: None)
+    return StepClock(lease_for(spec.lease_dir, spec.lease_key), serial=spec.config.serial, sync=sync)
+
+
+class ChildState:
+    """The child's results, the lock that guards them, and `save` (which the caller provides)."""
+
+    def __init__(self, save: Callable[[], None]):
+        self.lock = threading.RLock()
+        self._save = save
+
+    def save(self) -> None:
+        with self.lock:
+            self._save()
+
+
+class ColdStartPool:
+    """Cold-start checks `size` at a time; `size` 1: each in the calling thread, before `submit` returns."""
+
+    def __init__(self, size: int):
+        self._pool = ThreadPoolExecutor(size, thread_name_prefix="adaln-bench-cold") if size > 1 else None
+        self._pending: list[Future] = []
+
+    def submit(self, check: Callable[[], object], done: Callable[[object], None]) -> None:
+        if self._pool is None:
+            done(check())
+            return
+        self._pending.append(self._pool.submit(lambda: done(check())))
+
+    def close(self) -> None:
+        """Wait for every check; a check's own failure is its result, so an exception here is a bug: raised."""
+        if self._pool is None:
+            return
+        try:
+            for future in self._pending:
+                future.result()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
+def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, state: ChildState, forks,
+                clock: StepClock) -> None:
+    import torch
+
+    from adaln_bench.harness.processes.claims import claim
+    from adaln_bench.harness.measurement.input_fingerprint import input_fingerprint
+    from adaln_bench.ops.draws import draw_params
+    from adaln_bench.ops.registry import get_operator
+    from adaln_bench.datamodel.schema import CandidateResult
+
+    pool = ColdStartPool(spec.config.cold_start_pool if device.type == "cuda" else 1)
+    try:
+        index = 0
+        for work in spec.work:
+            if spec.claims_dir is not None and not claim(spec.claims_dir, work.op, spec.claimant or spec.mode):
+                continue  # another part of this mode measures it
+            op = get_operator(work.op)
+            with clock.step(BUILD):
+                params = draw_params(op, spec.config.shape, device)
+                fingerprint = input_fingerprint(op, spec.config.shape, params, device)
+            with state.lock:
+                entries = results.setdefault(op.name, {})
+                inputs[op.name] = fingerprint
+            state.save()
+            for name in work.candidates:
+                measured = measure_one(spec, op, name, params, switch, clock)
+                with state.lock:
+                    entries[report_name(op.name, name, spec.mode)] = measured
+                state.save()
+                if spec.config.parts.probes and spec.config.cold_start and isinstance(measured, CandidateResult):
+                    _check_cold_start(spec, op.name, name, index, forks, clock, pool, measured, state)
+                index += 1
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            del params
+    finally:
+        pool.close()
+
+
+def _check_cold_start(spec: ChildSpec, op: str, name: str, index: int, forks, clock: StepClock,
+                      pool: ColdStartPool, measured, state: ChildState) -> None:
+    """The candidate's cold-start check, now or in the pool; its entry gets the result when it ends."""
+
+    def check():
+        # The check takes the lease itself, after its imports (harness/processes/cold_start.py); its whole process
+        # counts as the phase, its waits and exclusive seconds as its own clock counted them.
+        started = clock.now()
+        result = cold_start_of(spec, op, name, index, forks)
+        clock.absorb(COLD_START, clock.now() - started, _check_times(spec, index))
+        return result
+
+    def done(result) -> None:
+        with state.lock:
+            measured.cold_start = result
+        state.save()
+
+    pool.submit(check, done)
+
+
+def _check_times(spec: ChildSpec, index: int):
+    """The step times a cold-start check left; None where it left none (it died first)."""
+    from adaln_bench.harness.processes.cold_start import times_path
+    from adaln_bench.harness.measurement.step_clock import StepTimes
+
+    try:
+        return StepTimes.model_validate_json(times_path(str(cold_start_path(spec, index))).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def peak_memory_bytes(device) -> Optional[int]:
+    """The most this process's allocator reserved on its GPU; None on a CPU."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    return int(torch.cuda.max_memory_reserved())
