@@ -4,42 +4,71 @@ from adaln_bench.harness.assembly.schedule import GIB, plan, slots_of
 
 
 def test_a_roomy_gpu_gets_the_most_children_and_the_largest_pool():
-    got = plan(free_bytes=130 * GIB, cores_per_gpu=16, child_bytes=10 * GIB, cold_start_bytes=1 * GIB)
+    got = plan(free_bytes=130 * GIB, cores_per_gpu=16, largest_step_bytes=10 * GIB)
     assert (got.children_per_gpu, got.cold_start_pool, got.serial) == (S.MAX_CHILDREN_PER_GPU,
                                                                        S.MAX_COLD_START_POOL, False)
     assert "130.0 GiB free" in got.why
+    # 0.8 x 130 GiB, less 4 x (1 + 3) contexts of 1 GiB: the steps' budget
+    assert got.memory_budget_bytes == int(0.8 * 130 * GIB - 16 * S.CONTEXT_BYTES)
 
 
 def test_memory_caps_the_children():
-    # 0.8 x 40 GiB = 32 GiB; a child with a pool of 3 needs 13 GiB: 2 fit; with a pool of 1, 11 GiB: 2 fit.
-    got = plan(free_bytes=40 * GIB, cores_per_gpu=16, child_bytes=10 * GIB, cold_start_bytes=1 * GIB)
-    assert (got.children_per_gpu, got.cold_start_pool) == (2, 3)
-    # 0.8 x 14 GiB = 11.2 GiB: one child, and only one cold-start check beside it fits.
-    got = plan(free_bytes=14 * GIB, cores_per_gpu=16, child_bytes=10 * GIB, cold_start_bytes=1 * GIB)
+    # 0.8 x 40 GiB = 32 GiB; the largest step keeps 22 GiB: 10 contexts, so 2 children with a pool of 3 (8) or
+    # 3 with a pool of 2 (9) or 4 with a pool of 1 (8): the most processes is 3 x 3.
+    got = plan(free_bytes=40 * GIB, cores_per_gpu=16, largest_step_bytes=22 * GIB)
+    assert (got.children_per_gpu, got.cold_start_pool) == (3, 2)
+    assert got.memory_budget_bytes == int(32 * GIB - 9 * S.CONTEXT_BYTES)
+    # 0.8 x 14 GiB = 11.2 GiB, the largest step keeps 9: two contexts fit, one child and one check.
+    got = plan(free_bytes=14 * GIB, cores_per_gpu=16, largest_step_bytes=9 * GIB)
     assert (got.children_per_gpu, got.cold_start_pool) == (1, 1)
 
 
 def test_nothing_fits_means_one_at_a_time_and_says_so():
-    got = plan(free_bytes=8 * GIB, cores_per_gpu=16, child_bytes=10 * GIB, cold_start_bytes=1 * GIB)
+    got = plan(free_bytes=8 * GIB, cores_per_gpu=16, largest_step_bytes=10 * GIB)
     assert (got.children_per_gpu, got.cold_start_pool, got.serial) == (1, 1, False)
     assert got.why.startswith("one child per GPU, one cold-start check at a time")
+    assert got.memory_budget_bytes is None  # one child: nothing to share, no ledger
 
 
 def test_cores_cap_the_processes():
     # Four cores: a child and its pool are 1 + pool processes; the most processes within four is 2 x (1 + 1)
     # or 1 x (1 + 3), and more children win a tie.
-    got = plan(free_bytes=130 * GIB, cores_per_gpu=4, child_bytes=1 * GIB, cold_start_bytes=1 * GIB)
+    got = plan(free_bytes=130 * GIB, cores_per_gpu=4, largest_step_bytes=1 * GIB)
     assert (got.children_per_gpu, got.cold_start_pool) == (2, 1)
-    got = plan(free_bytes=130 * GIB, cores_per_gpu=1, child_bytes=1 * GIB, cold_start_bytes=1 * GIB)
+    got = plan(free_bytes=130 * GIB, cores_per_gpu=1, largest_step_bytes=1 * GIB)
     assert got.children_per_gpu * (1 + got.cold_start_pool) <= 2  # never below one child with one check
 
 
 def test_serial_and_unknown_memory_run_one_child():
-    assert plan(130 * GIB, 16, GIB, GIB, serial=True) == S.SERIAL
+    assert plan(130 * GIB, 16, GIB, serial=True) == S.SERIAL
     assert S.SERIAL.serial and (S.SERIAL.children_per_gpu, S.SERIAL.cold_start_pool) == (1, 1)
-    unknown = plan(None, 16, GIB, GIB)
+    assert S.SERIAL.memory_budget_bytes is None
+    unknown = plan(None, 16, GIB)
     assert (unknown.children_per_gpu, unknown.cold_start_pool, unknown.serial) == (1, 1, False)
-    assert "unknown" in unknown.why
+    assert "unknown" in unknown.why and unknown.memory_budget_bytes is None
+
+
+def test_the_h3_nightly_on_an_h200_runs_four_children_beside_the_largest_operator():
+    # The whole family at h3: adaln_row_gather's probe batch decides the largest reservation. On the 139.3 GiB an
+    # H200 had free, a pool of three checks a child would leave less than that reservation; two leave room.
+    from adaln_bench.harness.assembly.shapes import PRESETS
+    from adaln_bench.ops.registry import all_operators, get_operator
+
+    ops = [get_operator(name) for name in all_operators()]
+    largest, check = S.largest_step_bytes(ops, PRESETS["h3"], quick=False), S.check_bytes(ops, PRESETS["h3"])
+    assert largest == S.operator_reservation(get_operator("adaln_row_gather"), PRESETS["h3"], quick=False)
+    got = plan(int(139.3 * GIB), 16, largest, check)
+    assert (got.children_per_gpu, got.cold_start_pool) == (4, 2)
+    assert got.memory_budget_bytes == int(0.8 * int(139.3 * GIB) - 4 * (3 * S.CONTEXT_BYTES + 2 * check))
+    assert got.memory_budget_bytes >= largest
+
+
+def test_checks_are_counted_up_front():
+    got = plan(free_bytes=40 * GIB, cores_per_gpu=16, largest_step_bytes=10 * GIB, check_bytes=2 * GIB)
+    # 32 GiB less 10: 22 GiB for children x ((1 + pool) contexts + pool checks): 3 x (3 + 4) = 21 at a pool of 2
+    # (9 processes) beats 2 x (4 + 6) at 3 and 4 x (2 + 2) at 1 (8 each).
+    assert (got.children_per_gpu, got.cold_start_pool) == (3, 2)
+    assert got.memory_budget_bytes == int(32 * GIB - 21 * GIB)
 
 
 def test_slots_repeat_each_gpu_interleaved():
@@ -50,15 +79,15 @@ def test_slots_repeat_each_gpu_interleaved():
 
 def test_estimates_come_from_the_largest_operator_step():
     from adaln_bench.harness.assembly.shapes import PRESETS
+    from adaln_bench.harness.processes.memory_ledger import STEP_COPIES, largest_step_tokens
     from adaln_bench.ops.registry import get_operator
 
     shape = PRESETS["h3"]
     small, big = get_operator("timestep_sinusoid"), get_operator("adaln_row_gather")
-    both = S.child_bytes([small, big], shape, quick=False)
-    assert both == S.child_bytes([big], shape, quick=False) > S.child_bytes([small], shape, quick=False)
-    tokens = S.largest_step_tokens(big, quick=False)
-    assert both == S.CONTEXT_BYTES + S.STEP_COPIES * int(big.cost(shape, tokens).step_bytes)
-    assert S.cold_start_bytes([big], shape) < both
+    both = S.largest_step_bytes([small, big], shape, quick=False)
+    assert both == S.largest_step_bytes([big], shape, quick=False) > S.largest_step_bytes([small], shape, quick=False)
+    tokens = largest_step_tokens(big, quick=False)
+    assert both == STEP_COPIES * int(big.cost(shape, tokens).step_bytes)
 
 
 def test_a_serial_run_asks_the_gpu_nothing(monkeypatch):

@@ -245,7 +245,8 @@ def _scheduled(request: RunRequest, ops):
     options, schedule = run_config(request), None
     if r.run_device == "cuda":
         schedule = schedule_for_run(ops, r.shape, r.quick, r.slots, r.serial)
-        options = options.model_copy(update={"serial": schedule.serial, "cold_start_pool": schedule.cold_start_pool})
+        options = options.model_copy(update={"serial": schedule.serial, "cold_start_pool": schedule.cold_start_pool,
+                                             "memory_budget_bytes": schedule.memory_budget_bytes})
         if not r.quiet:
             print(f"adaln-bench: schedule: {schedule.why}", file=sys.stderr)
     return options, schedule, worker_slots(r.run_device, r.slots, len(ops), schedule, r.serial)

@@ -1,14 +1,14 @@
-"""How much of a CUDA run goes side by side on one GPU: children at once, and each child's cold-start pool.
+"""How much of a CUDA run goes side by side on one GPU: children at once, each child's cold-start pool, and the
+memory their steps may hold at once.
 
-Only the bits/errors work overlaps (harness/processes/gpu_lease.py keeps latency alone), so the limits are memory
-and host cores. Memory: each process gets an estimate, and the processes of one GPU must fit in a share of the
-memory that GPU has free when the run starts. A child's estimate is a CUDA context plus STEP_COPIES times the
-declared bytes of its largest operator's largest step (the probes' full batch, with inputs, outputs and gradients
-alive at once; the FP64 accuracy copy of the largest accuracy size is about as large), over every operator of the
-run since a part of a mode may claim any of them. A cold-start process runs at `cold_start.TOKENS` rows: a context
-and that step as many times. Cores: each process keeps one host thread busy launching small kernels; at most
-`cores_per_gpu` processes per GPU. Each child records what it reserved (`peak_memory_bytes` in the run index), to
-check the estimate against.
+Only the bits/errors work overlaps (harness/processes/gpu_lease.py keeps latency alone), so the limits are host
+cores and memory. Cores: each process keeps one host thread busy launching small kernels; at most `cores_per_gpu`
+processes per GPU. Memory, of a share of what the GPU has free when the run starts: every process's CUDA context
+(CONTEXT_BYTES) and every cold-start check's steps (a few rows: small) are counted up front, and what is left is
+the budget that the children's steps reserve from, per operator, as they run (harness/processes/memory_ledger.py):
+a child measuring adaln_row_gather holds about 47 GiB of it, one measuring timestep_sinusoid next to nothing. The
+plan keeps room for the largest operator's reservation alone. (A check does not reserve: a child with a pool of
+one waits for its check while it holds its own reservation.) Each child records what it reserved (`peak_memory_bytes` in the run index), to check the estimate against.
 
 `plan` is pure; `schedule_for_run` reads the GPU's free memory (harness/processes/gpu_memory.py) and the
 operators' costs.
@@ -18,11 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from adaln_bench.harness.processes.memory_ledger import operator_reservation, rows_reservation
+
 GIB = 1 << 30
 CONTEXT_BYTES = 1 * GIB  # allowed for a CUDA context, torch's allocator and the cuBLAS workspace
-# See the module docstring. Twice was too few: on the H200 norm_modulate's child reserved 17.6 GiB against 14.1
-# estimated (results/h200/evidence/scheduling/7265eca/); three times gives 20.7.
-STEP_COPIES = 3
 MEMORY_SHARE = 0.8  # of the free memory: fragmentation and the estimate's error
 MAX_CHILDREN_PER_GPU = 4
 MAX_COLD_START_POOL = 3
@@ -32,72 +31,77 @@ CPU_CHILDREN = 2
 
 @dataclass(frozen=True)
 class Schedule:
-    """Per GPU: children at once and cold-start checks at once per child; `why` says how it was worked out."""
+    """Per GPU: children at once, cold-start checks at once per child, and the bytes their steps may reserve at
+    once (None: no ledger); `why` says how it was worked out."""
 
     children_per_gpu: int
     cold_start_pool: int
     serial: bool
     why: str
-    child_bytes: Optional[int] = None
-    cold_start_bytes: Optional[int] = None
+    largest_step_bytes: Optional[int] = None
     free_bytes: Optional[int] = None
+    memory_budget_bytes: Optional[int] = None
 
     def as_record(self) -> dict:
         return {"serial": self.serial, "children_per_gpu": self.children_per_gpu,
                 "cold_start_pool": self.cold_start_pool, "why": self.why,
-                "estimate_child_bytes": self.child_bytes, "estimate_cold_start_bytes": self.cold_start_bytes,
-                "free_bytes_at_start": self.free_bytes}
+                "largest_step_bytes": self.largest_step_bytes, "free_bytes_at_start": self.free_bytes,
+                "memory_budget_bytes": self.memory_budget_bytes}
 
 
 SERIAL = Schedule(1, 1, True, "--serial: one step at a time")
 
 
-def plan(free_bytes: Optional[int], cores_per_gpu: int, child_bytes: int, cold_start_bytes: int,
+def plan(free_bytes: Optional[int], cores_per_gpu: int, largest_step_bytes: int, check_bytes: int = 0,
          serial: bool = False) -> Schedule:
     """The most side-by-side work that fits: the largest pool (up to MAX_COLD_START_POOL), then the most children
-    (up to MAX_CHILDREN_PER_GPU) with `children * (1 + pool)` processes within the cores and
-    `children * (child_bytes + pool * cold_start_bytes)` within MEMORY_SHARE of the free memory."""
+    (up to MAX_CHILDREN_PER_GPU), with `children * (1 + pool)` processes within the cores; within MEMORY_SHARE of
+    the free memory, every process's context, every cold-start check's steps (`check_bytes` each: small, so
+    counted up front) and the largest operator's reservation; the rest of that share is the steps' budget."""
     if serial:
         return SERIAL
-    sizes = dict(child_bytes=child_bytes, cold_start_bytes=cold_start_bytes, free_bytes=free_bytes)
     if free_bytes is None:
         return Schedule(1, 1, False, "free GPU memory unknown: one child per GPU, one cold-start check at a time",
-                        **sizes)
-    budget = free_bytes * MEMORY_SHARE
+                        largest_step_bytes=largest_step_bytes)
+    share = free_bytes * MEMORY_SHARE
+
+    def fixed(children: int, pool: int) -> int:  # what the processes hold whatever they measure
+        return children * ((1 + pool) * CONTEXT_BYTES + pool * check_bytes)
+
     fits = []
     for pool in range(1, MAX_COLD_START_POOL + 1):
-        by_memory = int(budget // (child_bytes + pool * cold_start_bytes))
+        by_memory = int((share - largest_step_bytes) // fixed(1, pool))
         by_cores = cores_per_gpu // (1 + pool)
         if pool == 1:
             by_cores = max(1, by_cores)  # one child and its one check, whatever the cores: what a serial run does
         children = min(MAX_CHILDREN_PER_GPU, by_memory, by_cores)
         if children >= 1:
             fits.append((children, pool))
-    sizes_text = (f"{free_bytes / GIB:.1f} GiB free x {MEMORY_SHARE:g} against {child_bytes / GIB:.1f} GiB a child "
-                  f"and {cold_start_bytes / GIB:.1f} GiB a cold-start check; {cores_per_gpu} host core(s) per GPU")
+    sizes_text = (f"{free_bytes / GIB:.1f} GiB free x {MEMORY_SHARE:g}; the largest operator's steps reserve "
+                  f"{largest_step_bytes / GIB:.1f} GiB, a cold-start check's {check_bytes / GIB:.1f} GiB; "
+                  f"{cores_per_gpu} host core(s) per GPU")
     if not fits:
-        return Schedule(1, 1, False, f"one child per GPU, one cold-start check at a time: {sizes_text}", **sizes)
+        return Schedule(1, 1, False, f"one child per GPU, one cold-start check at a time: {sizes_text}",
+                        largest_step_bytes=largest_step_bytes, free_bytes=free_bytes)
     # The most processes at once; among equals, more children (a child's steps are longer than a check).
     children, pool = max(fits, key=lambda f: (f[0] * (1 + f[1]), f[0]))
-    why = f"{children} child(ren) x (1 + {pool} cold-start check(s)) per GPU: {sizes_text}"
-    return Schedule(children, pool, False, why, **sizes)
+    budget = int(share - fixed(children, pool))
+    why = (f"{children} child(ren) x (1 + {pool} cold-start check(s)) per GPU, their steps reserving memory per "
+           f"operator from {budget / GIB:.1f} GiB: {sizes_text}")
+    return Schedule(children, pool, False, why, largest_step_bytes=largest_step_bytes, free_bytes=free_bytes,
+                    memory_budget_bytes=budget)
 
 
-def largest_step_tokens(op, quick: bool) -> int:
-    """The most rows any part of the operator's plan runs at once."""
-    p = op.family.plan(quick)
-    return max(p.full_batch, p.sweep_n, *p.accuracy_sizes, *p.all_rows_sizes)
+def largest_step_bytes(ops: Sequence, shape, quick: bool) -> int:
+    """The largest reservation a child makes for one operator of the run."""
+    return max([0, *(operator_reservation(op, shape, quick) for op in ops)])
 
 
-def child_bytes(ops: Sequence, shape, quick: bool) -> int:
-    return CONTEXT_BYTES + STEP_COPIES * int(max(op.cost(shape, largest_step_tokens(op, quick)).step_bytes
-                                                 for op in ops))
-
-
-def cold_start_bytes(ops: Sequence, shape) -> int:
+def check_bytes(ops: Sequence, shape) -> int:
+    """The most a cold-start check's steps hold (any operator of the run, at the check's rows)."""
     from adaln_bench.harness.processes.cold_start import TOKENS
 
-    return CONTEXT_BYTES + STEP_COPIES * int(max(op.cost(shape, TOKENS).step_bytes for op in ops))
+    return max([0, *(rows_reservation(op, shape, TOKENS) for op in ops)])
 
 
 def schedule_for_run(ops: Sequence, shape, quick: bool, gpus: Sequence[Optional[int]], serial: bool,
@@ -112,7 +116,7 @@ def schedule_for_run(ops: Sequence, shape, quick: bool, gpus: Sequence[Optional[
     frees = free_bytes_of(gpus)
     free = None if any(f is None for f in frees) else min(frees)
     per_gpu = max(1, (cores or os.cpu_count() or 1) // max(1, len(gpus)))
-    return plan(free, per_gpu, child_bytes(ops, shape, quick), cold_start_bytes(ops, shape))
+    return plan(free, per_gpu, largest_step_bytes(ops, shape, quick), check_bytes(ops, shape))
 
 
 def slots_of(gpus: Sequence[Optional[int]], schedule: Schedule) -> list[Optional[int]]:

@@ -41,7 +41,7 @@ class StepTimes(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     phases_s: Dict[str, float] = Field(default_factory=dict)  # held per phase (process-seconds)
-    waited_s: float = 0.0  # waiting for the lease
+    waited_s: float = 0.0  # waiting for the lease, or for memory before an operator (memory_ledger.py)
     exclusive_s: float = 0.0  # held exclusive: the GPU to itself
     peak_memory_bytes: int | None = None  # the most the process's allocator reserved on its GPU
 

@@ -1,5 +1,6 @@
 """What a mode's child measures once its mode is on: every operator it claims, each candidate built, measured and
-its cold start checked, every step under the GPU lease (harness/measurement/step_clock.py).
+its cold start checked, every step under the GPU lease (harness/measurement/step_clock.py), every operator under
+a reservation of the GPU's memory (harness/processes/memory_ledger.py).
 
 The cold-start checks run in a small pool beside the next candidates (`RunConfig.cold_start_pool`); with a pool
 of one each runs at once, in this thread, as it always did. Results are written by this thread and the pool's,
@@ -13,6 +14,7 @@ from typing import Callable, Optional
 
 from adaln_bench.harness.processes.candidate_run import cold_start_of, cold_start_path, measure_one, report_name
 from adaln_bench.harness.processes.gpu_lease import lease_for
+from adaln_bench.harness.processes.memory_ledger import ledger_for, operator_reservation
 from adaln_bench.harness.processes.protocol import ChildSpec
 from adaln_bench.harness.measurement.step_clock import BUILD, COLD_START, StepClock
 
@@ -68,41 +70,57 @@ class ColdStartPool:
 
 def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, state: ChildState, forks,
                 clock: StepClock) -> None:
-    import torch
-
     from adaln_bench.harness.processes.claims import claim
-    from adaln_bench.harness.measurement.input_fingerprint import input_fingerprint
-    from adaln_bench.ops.draws import draw_params
     from adaln_bench.ops.registry import get_operator
-    from adaln_bench.datamodel.schema import CandidateResult
 
     pool = ColdStartPool(spec.config.cold_start_pool if device.type == "cuda" else 1)
+    ledger = ledger_for(spec.lease_dir, spec.lease_key, spec.config.memory_budget_bytes)
     try:
         index = 0
         for work in spec.work:
             if spec.claims_dir is not None and not claim(spec.claims_dir, work.op, spec.claimant or spec.mode):
                 continue  # another part of this mode measures it
             op = get_operator(work.op)
-            with clock.step(BUILD):
-                params = draw_params(op, spec.config.shape, device)
-                fingerprint = input_fingerprint(op, spec.config.shape, params, device)
-            with state.lock:
-                entries = results.setdefault(op.name, {})
-                inputs[op.name] = fingerprint
-            state.save()
-            for name in work.candidates:
-                measured = measure_one(spec, op, name, params, switch, clock)
-                with state.lock:
-                    entries[report_name(op.name, name, spec.mode)] = measured
-                state.save()
-                if spec.config.parts.probes and spec.config.cold_start and isinstance(measured, CandidateResult):
-                    _check_cold_start(spec, op.name, name, index, forks, clock, pool, measured, state)
-                index += 1
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-            del params
+            reservation = operator_reservation(op, spec.config.shape, spec.config.quick)
+            with ledger.reserve(reservation) as waited:  # taken before any lease: memory_ledger.py
+                clock.add(BUILD, waited=waited)
+                index = _measure_operator(spec, op, work, device, switch, results, inputs, state, forks, clock,
+                                          pool, index)
     finally:
         pool.close()
+
+
+def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, inputs: dict, state: ChildState,
+                      forks, clock: StepClock, pool: ColdStartPool, index: int) -> int:
+    """Every candidate of one operator; the next candidate index. Frees what it allocated before it returns, so
+    that the operator's memory reservation covers it."""
+    import torch
+
+    from adaln_bench.datamodel.schema import CandidateResult
+    from adaln_bench.harness.measurement.input_fingerprint import input_fingerprint
+    from adaln_bench.ops.draws import draw_params
+
+    with clock.step(BUILD):
+        params = draw_params(op, spec.config.shape, device)
+        fingerprint = input_fingerprint(op, spec.config.shape, params, device)
+    with state.lock:
+        entries = results.setdefault(op.name, {})
+        inputs[op.name] = fingerprint
+    state.save()
+    for name in work.candidates:
+        measured = measure_one(spec, op, name, params, switch, clock)
+        with state.lock:
+            entries[report_name(op.name, name, spec.mode)] = measured
+        state.save()
+        if spec.config.parts.probes and spec.config.cold_start and isinstance(measured, CandidateResult):
+            _check_cold_start(spec, op.name, name, index, forks, clock, pool, measured, state)
+        index += 1
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    del params
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return index
 
 
 def _check_cold_start(spec: ChildSpec, op: str, name: str, index: int, forks, clock: StepClock,

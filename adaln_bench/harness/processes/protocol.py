@@ -61,6 +61,9 @@ class RunConfig(BaseModel):
     cold_start_pool: int = Field(default=1, ge=1)
     # The GPU lease (harness/processes/gpu_lease.py): None on CUDA only; True also on a CPU (the tests' fake GPU).
     lease: Optional[bool] = None
+    # Bytes of each GPU's memory that the run's steps may reserve at once (harness/processes/memory_ledger.py);
+    # None: no ledger (a CPU run, --serial, an unknown free memory).
+    memory_budget_bytes: Optional[int] = Field(default=None, ge=0)
 
 
 class ChildSpec(BaseModel):

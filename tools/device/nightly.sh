@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The whole nightly on one GPU machine, every framework real, over four calls of the device tool.
+# A call carries at most 64 MiB and lasts at most 10 minutes, so the frameworks are staged over the first
+# calls (the machine keeps $HOME for 30 s after a call), and the run itself goes on detached, from a copy
+# of the working tree outside it, between the last two calls.
+#
+#   nightly.sh stage1            carry .carry/frameworks/stage1 .carry/whl .carry/night: vLLM's library,
+#                                part 1; the wheels; SGLang with its kernels, Liger. Then a short smoke run
+#                                (--quick, two operators, plain and the recipe, --repeat 2) of the CUDA path.
+#   nightly.sh stage2            carry .carry/megatron .carry/kernel-cache: the Megatron / TE staging,
+#                                installed and checked; the prebuilt kernel libraries.
+#   nightly.sh start CAP [WAIT]  carry .carry/frameworks/stage2: vLLM's library, part 2, joined and checked;
+#                                every wheel into one site; the tree copied out; the job started detached
+#                                (the B200-draws accuracy run, then the nightly, stopped by SIGTERM after CAP
+#                                seconds at most); then waits up to WAIT seconds (default 500) for it.
+#   nightly.sh collect [WAIT]    waits up to WAIT seconds (default 540) for the job, stops it if it still
+#                                runs (its reports are then written as incomplete), and packs everything
+#                                the job wrote into $OUT/nightly.tar.xz.
+#
+# Environment: one site on the machine's torch for every framework (vLLM, SGLang and its kernels, diffusers,
+# Liger, Transformer Engine and megatron-core from the staging, Megatron-LM main through --megatron-src);
+# each report records the versions each mode imported. NIGHT (default $HOME/night) holds everything.
+case "${1:-}" in -h | --help | "") awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+NIGHT=${NIGHT:-$HOME/night}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$NIGHT" "$OUT"
+step=$1; shift
+stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+install_wheels() {  # SITE WHEEL...: unpacked as pip would, without the network or dependencies
+  local site=$1; shift
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$@" \
+    >> "$NIGHT/pip.log" 2>&1 || { tail -n 20 "$NIGHT/pip.log"; return 1; }
+}
+
+case "$step" in
+stage1)
+  stamp "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+  python3 tools/slim_frameworks.py stage --carried .carry/frameworks/stage1 --to "$NIGHT/vllm-stage" || exit 1
+  mkdir -p "$NIGHT/wheels" && cp .carry/whl/*.whl .carry/night/*.whl "$NIGHT/wheels/" || exit 1
+  install_wheels "$NIGHT/smoke-site" .carry/whl/*.whl || exit 1
+  stamp "staged part 1 and $(ls "$NIGHT/wheels" | wc -l) wheels; smoke run"
+  PYTHONPATH="$NIGHT/smoke-site:$PWD" ADALN_BENCH_KERNEL_CACHE="$NIGHT/smoke-cache" \
+    ADALN_BENCH_CUTLASS_INCLUDE="$NIGHT/smoke-site/cutlass_library/source/include" \
+    timeout --signal=TERM 200 python3 -m adaln_bench run --device cuda --quick --op timestep_sinusoid \
+    --op gate_residual --mode plain --mode cublaslt_ws1 --repeat 2 --out "$OUT/smoke" > "$OUT/smoke.log" 2>&1
+  rc=$?
+  tail -n 25 "$OUT/smoke.log"
+  stamp "smoke run exit $rc"
+  ;;
+stage2)
+  python3 tools/stage_megatron.py install --tarball .carry/megatron/megatron-stage.tar.xz --dest "$NIGHT/megatron" \
+    > "$NIGHT/megatron-exports.sh" 2> "$NIGHT/megatron-install.log"
+  rc=$?; tail -n 5 "$NIGHT/megatron-install.log"
+  [ $rc -eq 0 ] || { stamp "megatron install failed (exit $rc)"; exit 1; }
+  mkdir -p "$NIGHT/kernel-cache" && cp -r .carry/kernel-cache/. "$NIGHT/kernel-cache/" || exit 1
+  stamp "megatron staged; kernel cache: $(ls "$NIGHT/kernel-cache" | tr '\n' ' ')"
+  ;;
+start)
+  cap=${1:?start CAP [WAIT]: the most seconds the nightly may run}; wait_s=${2:-500}
+  site=$NIGHT/site
+  install_wheels "$site" .carry/frameworks/stage2/whl/*.whl || exit 1
+  # SGLang with its two AdaLN kernels is a superset of the mode's slimmed install: it goes in last
+  install_wheels "$site" "$NIGHT"/wheels/*.whl || exit 1
+  python3 tools/slim_frameworks.py join --staged "$NIGHT/vllm-stage" --carried .carry/frameworks/stage2 --site "$site" \
+    || exit 1
+  python3 tools/slim_frameworks.py kernels verify --site "$site" || exit 1
+  tree=$NIGHT/tree
+  rm -rf "$tree" && mkdir -p "$tree"
+   tar cf - --exclude=./.carry . | tar xf - -C "$tree" || exit 1  # .git too: the reports name the commit
+  cp tools/device/nightly_job.sh "$NIGHT/job.sh"
+  git rev-parse --short HEAD > "$NIGHT/commit.txt" 2>/dev/null || true
+  stamp "site ready ($(ls "$site" | wc -l) entries); starting the job (cap $cap s)"
+  (cd "$tree" && NIGHT="$NIGHT" CAP="$cap" setsid nohup bash "$NIGHT/job.sh" > "$NIGHT/job.log" 2>&1 < /dev/null &)
+  sleep 2
+  bash "$0" wait "$wait_s"
+  ;;
+wait | collect)
+  wait_s=${1:-540}
+  t0=$(date +%s)
+  while [ ! -e "$NIGHT/job.done" ] && [ $(( $(date +%s) - t0 )) -lt "$wait_s" ]; do sleep 5; done
+  tail -n 4 "$NIGHT/job.log"
+  grep -h "phase\|done\|exit" "$NIGHT/job.log" | tail -n 8
+  if [ "$step" = collect ]; then
+    if [ ! -e "$NIGHT/job.done" ]; then
+      stamp "still running after $wait_s s: stopping it (its reports are written as incomplete)"
+      pkill -TERM -f "adaln_bench run" ; t1=$(date +%s)
+      while [ ! -e "$NIGHT/job.done" ] && [ $(( $(date +%s) - t1 )) -lt 40 ]; do sleep 2; done
+    fi
+    tar -C "$NIGHT" -cJf "$OUT/nightly.tar.xz" out job.log commit.txt megatron/manifest.json 2>/dev/null
+    ls -la "$OUT/nightly.tar.xz"
+  fi
+  ;;
+*) echo "nightly.sh: unknown step '$step' (stage1, stage2, start, wait, collect)" >&2; exit 2 ;;
+esac

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The nightly's detached job, started by `nightly.sh start` from a copy of the tree ($NIGHT/tree): the
+# B200-draws accuracy reports (plain, --accuracy-only --draw-geometry b200), then the nightly itself
+# (`adaln-bench run --device cuda --repeat 3`, every operator and mode), stopped with SIGTERM once CAP
+# seconds have passed since the job started. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
+# RUN_ARGS replaces the device options of both runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+: "${NIGHT:?}" "${CAP:?}"
+t0=$(date +%s)
+stamp() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - t0 )) s] $*"; }
+out=$NIGHT/out
+mkdir -p "$out"
+rm -f "$NIGHT/job.done"
+export PYTHONPATH="$NIGHT/site:$PWD"
+if [ -s "$NIGHT/megatron-exports.sh" ]; then source "$NIGHT/megatron-exports.sh"; fi
+export ADALN_BENCH_KERNEL_CACHE=$NIGHT/kernel-cache
+if [ -d "$NIGHT/site/cutlass_library/source/include" ]; then
+  export ADALN_BENCH_CUTLASS_INCLUDE=$NIGHT/site/cutlass_library/source/include
+fi
+export SGLANG_JIT_CACHE_DIR=$NIGHT/sglang-jit
+read -r -a device <<< "${RUN_ARGS:---device cuda}"
+megatron=(); [ -n "${ADALN_BENCH_MEGATRON_LM:-}" ] && megatron=(--megatron-src "$ADALN_BENCH_MEGATRON_LM")
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader \
+  > "$out/nvidia-smi.txt" 2>&1
+python3 -m adaln_bench env > "$out/env.txt" 2>&1
+
+stamp "phase draws: plain, accuracy only, B200 draws"
+timeout --signal=TERM 300 python3 -m adaln_bench run "${device[@]}" --mode plain --accuracy-only \
+  --draw-geometry b200 --out "$out/draws" > "$out/draws.log" 2>&1
+draws_rc=$?
+stamp "draws exit $draws_rc"
+
+left=$(( CAP - ($(date +%s) - t0) ))
+[ "$left" -lt 60 ] && left=60
+stamp "phase nightly: --repeat 3, every operator and mode, at most $left s"
+ADALN_BENCH_STEP_TRACE=$out/steps.jsonl timeout --signal=TERM --kill-after=60 "$left" \
+  python3 -m adaln_bench run "${device[@]}" --repeat 3 "${megatron[@]}" --out "$out/night" > "$out/night.log" 2>&1
+night_rc=$?
+stamp "nightly exit $night_rc"
+echo "draws $draws_rc nightly $night_rc" > "$NIGHT/job.done"
+stamp "done"
