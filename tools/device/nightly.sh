@@ -4,11 +4,11 @@
 # calls (the machine keeps $HOME for 30 s after a call), and the run itself goes on detached, from a copy
 # of the working tree outside it, between the last two calls.
 #
-#   nightly.sh stage1            carry .carry/frameworks/stage1 .carry/whl .carry/night: vLLM's library,
-#                                part 1; the wheels; SGLang with its kernels, Liger. Then a short smoke run
-#                                (--quick, two operators, plain and the recipe, --repeat 2) of the CUDA path.
-#   nightly.sh stage2            carry .carry/megatron .carry/kernel-cache: the Megatron / TE staging,
-#                                installed and checked; the prebuilt kernel libraries.
+#   nightly.sh stage1            carry .carry/frameworks/stage1 .carry/whl .carry/night .carry/kernel-cache:
+#                                vLLM's library, part 1; the wheels; SGLang with its kernels, Liger; the
+#                                prebuilt kernel libraries. Then a short smoke run of the CUDA path (--quick,
+#                                three operators, plain and the recipe, --repeat 2).
+#   nightly.sh stage2            carry .carry/megatron: the Megatron / TE staging, installed and checked.
 #   nightly.sh start CAP [WAIT]  carry .carry/frameworks/stage2: vLLM's library, part 2, joined and checked;
 #                                every wheel into one site; the tree copied out; the job started detached
 #                                (the B200-draws accuracy run, then the nightly, stopped by SIGTERM after CAP
@@ -40,14 +40,18 @@ stage1)
   stamp "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
   python3 tools/slim_frameworks.py stage --carried .carry/frameworks/stage1 --to "$NIGHT/vllm-stage" || exit 1
   mkdir -p "$NIGHT/wheels" && cp .carry/whl/*.whl .carry/night/*.whl "$NIGHT/wheels/" || exit 1
+  mkdir -p "$NIGHT/kernel-cache" && cp -r .carry/kernel-cache/. "$NIGHT/kernel-cache/" || exit 1
   install_wheels "$NIGHT/smoke-site" .carry/whl/*.whl || exit 1
-  stamp "staged part 1 and $(ls "$NIGHT/wheels" | wc -l) wheels; smoke run"
-  PYTHONPATH="$NIGHT/smoke-site:$PWD" ADALN_BENCH_KERNEL_CACHE="$NIGHT/smoke-cache" \
+  stamp "staged part 1, $(ls "$NIGHT/wheels" | wc -l) wheels, kernels $(ls "$NIGHT/kernel-cache" | tr '\n' ' '); smoke run"
+  PYTHONPATH="$NIGHT/smoke-site:$PWD" ADALN_BENCH_KERNEL_CACHE="$NIGHT/kernel-cache" \
     ADALN_BENCH_CUTLASS_INCLUDE="$NIGHT/smoke-site/cutlass_library/source/include" \
-    timeout --signal=TERM 200 python3 -m adaln_bench run --device cuda --quick --op timestep_sinusoid \
-    --op gate_residual --mode plain --mode cublaslt_ws1 --repeat 2 --out "$OUT/smoke" > "$OUT/smoke.log" 2>&1
+    ADALN_BENCH_STEP_TRACE="$OUT/smoke.steps.jsonl" \
+    timeout --signal=TERM "${SMOKE_S:-200}" python3 -m adaln_bench run --device cuda --quick --op timestep_mlp \
+    --op gate_residual --op norm_modulate --mode plain --mode cublaslt_ws1 --repeat 2 --out "$OUT/smoke" \
+    > "$OUT/smoke.log" 2>&1
   rc=$?
-  tail -n 25 "$OUT/smoke.log"
+  grep "schedule:" "$OUT/smoke.log"; tail -n 12 "$OUT/smoke.log"
+  PYTHONPATH="$NIGHT/smoke-site:$PWD" python3 tools/device/run_time.py "$OUT"/smoke/runs/*.json
   stamp "smoke run exit $rc"
   ;;
 stage2)
@@ -55,8 +59,7 @@ stage2)
     > "$NIGHT/megatron-exports.sh" 2> "$NIGHT/megatron-install.log"
   rc=$?; tail -n 5 "$NIGHT/megatron-install.log"
   [ $rc -eq 0 ] || { stamp "megatron install failed (exit $rc)"; exit 1; }
-  mkdir -p "$NIGHT/kernel-cache" && cp -r .carry/kernel-cache/. "$NIGHT/kernel-cache/" || exit 1
-  stamp "megatron staged; kernel cache: $(ls "$NIGHT/kernel-cache" | tr '\n' ' ')"
+  stamp "megatron staged"
   ;;
 start)
   cap=${1:?start CAP [WAIT]: the most seconds the nightly may run}; wait_s=${2:-500}
