@@ -2,6 +2,7 @@
 and the committed tree against it."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from dataclasses import replace
@@ -102,11 +103,19 @@ def test_a_stale_report_or_a_log_in_an_operators_folder_is_found(tmp_path):
     stale = committed("timestep_sinusoid.h200.fd00ad3.h3.plain.json")
     shutil.copy(current, op / current.name)
     (results / "h200" / "runs").mkdir()
-    (results / "h200" / "runs" / "run.h200.f51093c.h3.plain.json").write_text('{"kind": "adaln_bench_run_index"}')
-    assert layout_problems(results, repo=ROOT) == []  # a run index is git-ignored, not part of the layout
+    index = results / "h200" / "runs" / "run.h200.f51093c.h3.plain.json"
+    index.write_text(json.dumps({"kind": "adaln_bench_run_index",
+                                 "reports": {"timestep_sinusoid": f"../timestep_sinusoid/{current.name}"}}))
+    assert layout_problems(results, repo=ROOT) == []  # the run index of a current report stays
     shutil.copy(stale, op / stale.name)
     (op / "run.log").write_text("a log\n")
+    old_index = results / "h200" / "runs" / "run.h200.fd00ad3.h3.plain.json"
+    old_index.write_text(json.dumps({"kind": "adaln_bench_run_index",
+                                     "reports": {"timestep_sinusoid": f"../timestep_sinusoid/{stale.name}"}}))
+    shutil.copy(index, op / "run.h200.f51093c.h3.plain.json")
     assert sorted(layout_problems(results, repo=ROOT)) == [
+        f"h200/runs/{old_index.name}: a run index of no current report",
+        "h200/timestep_sinusoid/run.h200.f51093c.h3.plain.json: a run index belongs in <gpu>/runs/",
         "h200/timestep_sinusoid/run.log: neither a report nor a current fidelity or kernel-bench output",
         f"h200/timestep_sinusoid/{stale.name}: belongs at h200/history/timestep_sinusoid/{stale.name}",
     ]

@@ -31,6 +31,7 @@ from adaln_bench.datamodel.schema import CandidateResult, Report
 
 HISTORY = "history"
 EVIDENCE = "evidence"  # results/<gpu>/evidence/: reports kept as evidence, outside the rule
+RUNS = "runs"  # results/<gpu>/runs/: the run indexes of the current reports
 KERNEL_BENCH = "kernel_bench"  # the file prefix of kernel-bench outputs, and the folder of multi-op ones
 FIDELITY = "fidelity"  # the file prefix of fidelity outputs
 NATIVE = "native"  # the draw geometry of a report drawn as on the GPU that ran it
@@ -296,6 +297,20 @@ def _is_run_index(path: Path) -> bool:
     return isinstance(head, dict) and head.get("kind") == RUN_INDEX_KIND
 
 
+def _run_index_problem(path: Path, rel: Path, current_paths: set) -> Optional[str]:
+    """A run index stays while a report it wrote is current, in its GPU's runs/ folder."""
+    if len(rel.parts) != 3 or rel.parts[1] != RUNS:
+        return f"a run index belongs in <gpu>/{RUNS}/"
+    try:
+        written = json.loads(path.read_text(encoding="utf-8")).get("reports") or {}
+    except (OSError, ValueError):
+        return "an unreadable run index"
+    targets = {(path.parent / p).resolve() for p in written.values() if isinstance(p, str)}
+    if not targets & {p.resolve() for p in current_paths}:
+        return "a run index of no current report"
+    return None
+
+
 def layout_problems(results: Path, repo: Optional[Path] = None) -> list[str]:
     """What in results/ breaks the rule: a report that is not where the rule puts it (current in its operator's
     folder, the rest in history/), a fidelity output of a report that is not current, a kernel-bench output
@@ -315,13 +330,18 @@ def layout_problems(results: Path, repo: Optional[Path] = None) -> list[str]:
     reports = {f.path for f in all_facts}
     for path in sorted(p for p in results.rglob("*") if p.is_file()):
         rel = path.relative_to(results)
-        if path in reports or rel == Path("README.md") or _is_run_index(path):
-            continue  # a run's index of what it wrote is git-ignored: results/<gpu>/runs/
+        if path in reports or rel == Path("README.md"):
+            continue
         if in_evidence(path, results):
             if len(rel.parts) < 4 or rel.parts[1] != EVIDENCE:
                 problems.append(f"{rel}: evidence belongs in <gpu>/{EVIDENCE}/<topic>/")
             continue
         name = path.name
+        if _is_run_index(path):
+            problem = _run_index_problem(path, rel, current_paths)
+            if problem:
+                problems.append(f"{rel}: {problem}")
+            continue
         if name.startswith(f"{FIDELITY}.") and name.endswith(".md"):
             subjects = fidelity_subjects(path.read_text(encoding="utf-8", errors="replace"))
             if not fidelity_is_current(path.read_text(encoding="utf-8", errors="replace"), set(current_names)):

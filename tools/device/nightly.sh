@@ -50,6 +50,7 @@ stage1)
     --op gate_residual --op norm_modulate --mode plain --mode cublaslt_ws1 --repeat 2 --out "$OUT/smoke" \
     > "$OUT/smoke.log" 2>&1
   rc=$?
+  [ $rc -eq 0 ] && rm -f "$NIGHT/smoke.failed" || touch "$NIGHT/smoke.failed"
   grep "schedule:" "$OUT/smoke.log"; tail -n 12 "$OUT/smoke.log"
   PYTHONPATH="$NIGHT/smoke-site:$PWD" python3 tools/device/run_time.py "$OUT"/smoke/runs/*.json
   stamp "smoke run exit $rc"
@@ -60,6 +61,8 @@ stage2)
   rc=$?; tail -n 5 "$NIGHT/megatron-install.log"
   [ $rc -eq 0 ] || { stamp "megatron install failed (exit $rc)"; exit 1; }
   stamp "megatron staged"
+  # After a failed smoke run, hold the machine (and what is staged on it) for a fix: `start` re-sends the tree.
+  if [ -e "$NIGHT/smoke.failed" ]; then stamp "the smoke run failed: holding ${HOLD_S:-150} s"; sleep "${HOLD_S:-150}"; fi
   ;;
 start)
   cap=${1:?start CAP [WAIT]: the most seconds the nightly may run}; wait_s=${2:-500}
