@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The nightly's detached job, started by `nightly.sh start` from a copy of the tree ($NIGHT/tree): the
-# B200-draws accuracy reports (plain, --accuracy-only --draw-geometry b200), then the nightly itself
+# The nightly's detached job, started by `nightly.sh start` from a copy of the tree ($NIGHT/tree): SGLang's
+# JIT kernel compiled once, the B200-draws accuracy reports (plain, --accuracy-only --draw-geometry b200), then the nightly itself
 # (`adaln-bench run --device cuda --repeat 3`, every operator and mode), stopped with SIGTERM once CAP
 # seconds have passed since the job started. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
 # RUN_ARGS replaces the device options of both runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
@@ -25,12 +25,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
   > "$out/nvidia-smi.txt" 2>&1
 python3 -m adaln_bench env > "$out/env.txt" 2>&1
 
+# SGLang's JIT kernel is compiled once, into its cache, before any process of the run may want it at once.
+(timeout 150 python3 tools/device/sglang_kernels_check.py kernels > "$out/sglang-jit.log" 2>&1; \
+  echo "exit $?" >> "$out/sglang-jit.log") &
+jit=$!
 stamp "phase draws: plain, accuracy only, B200 draws"
 timeout --signal=TERM 300 python3 -m adaln_bench run "${device[@]}" --mode plain --accuracy-only \
   --draw-geometry b200 --out "$out/draws" > "$out/draws.log" 2>&1
 draws_rc=$?
 stamp "draws exit $draws_rc"
 
+wait "$jit"; stamp "SGLang's JIT kernels: $(tail -n 1 "$out/sglang-jit.log")"
 left=$(( CAP - ($(date +%s) - t0) ))
 [ "$left" -lt 60 ] && left=60
 stamp "phase nightly: --repeat 3, every operator and mode, at most $left s"
