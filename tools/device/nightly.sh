@@ -7,7 +7,7 @@
 #   nightly.sh stage1            carry .carry/frameworks/stage1 .carry/whl .carry/night .carry/kernel-cache:
 #                                vLLM's library, part 1; the wheels; SGLang with its kernels, Liger; the
 #                                prebuilt kernel libraries. Then a short smoke run of the CUDA path (--quick,
-#                                three operators, plain and the recipe, --repeat 2).
+#                                three operators, plain and the recipe, --repeat 2; SMOKE_S=0: none).
 #   nightly.sh stage2            carry .carry/megatron: the Megatron / TE staging, installed and checked.
 #   nightly.sh start CAP [WAIT]  carry .carry/frameworks/stage2: vLLM's library, part 2, joined and checked;
 #                                every wheel into one site; the tree copied out; the job started detached
@@ -41,6 +41,7 @@ stage1)
   python3 tools/slim_frameworks.py stage --carried .carry/frameworks/stage1 --to "$NIGHT/vllm-stage" || exit 1
   mkdir -p "$NIGHT/wheels" && cp .carry/whl/*.whl .carry/night/*.whl "$NIGHT/wheels/" || exit 1
   mkdir -p "$NIGHT/kernel-cache" && cp -r .carry/kernel-cache/. "$NIGHT/kernel-cache/" || exit 1
+  if [ "${SMOKE_S:-200}" = 0 ]; then stamp "staged part 1, $(ls "$NIGHT/wheels" | wc -l) wheels, the kernels; no smoke run"; exit 0; fi
   install_wheels "$NIGHT/smoke-site" .carry/whl/*.whl || exit 1
   stamp "staged part 1, $(ls "$NIGHT/wheels" | wc -l) wheels, kernels $(ls "$NIGHT/kernel-cache" | tr '\n' ' '); smoke run"
   PYTHONPATH="$NIGHT/smoke-site:$PWD" ADALN_BENCH_KERNEL_CACHE="$NIGHT/kernel-cache" \
