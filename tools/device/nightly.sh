@@ -71,9 +71,11 @@ start)
   install_wheels "$site" .carry/frameworks/stage2/whl/*.whl || exit 1
   # SGLang with its two AdaLN kernels is a superset of the mode's slimmed install: it goes in last
   install_wheels "$site" "$NIGHT"/wheels/*.whl || exit 1
+  # A framework that fails its check is left unavailable in the reports, with the reason; the run goes on.
   python3 tools/slim_frameworks.py join --staged "$NIGHT/vllm-stage" --carried .carry/frameworks/stage2 --site "$site" \
-    || exit 1
-  python3 tools/slim_frameworks.py kernels verify --site "$site" || exit 1
+    || stamp "WARNING: vLLM's library did not join: the vllm mode will be unavailable"
+  python3 tools/slim_frameworks.py kernels verify --site "$site" \
+    || stamp "WARNING: SGLang's kernel set did not verify"
   tree=$NIGHT/tree
   rm -rf "$tree" && mkdir -p "$tree"
    tar cf - --exclude=./.carry . | tar xf - -C "$tree" || exit 1  # .git too: the reports name the commit
