@@ -13,6 +13,7 @@
 #                                every wheel into one site; the tree copied out; the job started detached
 #                                (the B200-draws accuracy run, then the nightly, stopped by SIGTERM after CAP
 #                                seconds at most); then waits up to WAIT seconds (default 500) for it.
+#                                In one call (no vLLM): carry .carry/solo .carry/megatron .carry/kernel-cache.
 #   nightly.sh collect [WAIT]    waits up to WAIT seconds (default 540) for the job, stops it if it still
 #                                runs (its reports are then written as incomplete), and packs everything
 #                                the job wrote into $OUT/nightly.tar.xz.
@@ -68,20 +69,33 @@ stage2)
 start)
   cap=${1:?start CAP [WAIT]: the most seconds the nightly may run}; wait_s=${2:-500}
   site=$NIGHT/site
-  install_wheels "$site" .carry/frameworks/stage2/whl/*.whl || exit 1
+  # Whatever this call carries or earlier calls staged: stage2's wheels, stage1's, or .carry/solo's (every
+  # wheel but vLLM's, for one call that also carries .carry/megatron and .carry/kernel-cache).
+  wheels=()
+  for w in .carry/frameworks/stage2/whl/*.whl "$NIGHT"/wheels/*.whl .carry/solo/*.whl; do [ -f "$w" ] && wheels+=("$w"); done
+  install_wheels "$site" "${wheels[@]}" || exit 1
   # SGLang with its two AdaLN kernels is a superset of the mode's slimmed install: it goes in last
-  install_wheels "$site" "$NIGHT"/wheels/*.whl || exit 1
+  kernels_wheel=$(printf '%s\n' "${wheels[@]}" | grep 0slimkernels | head -n 1)
+  if [ -n "$kernels_wheel" ]; then install_wheels "$site" "$kernels_wheel" || exit 1; fi
+  if [ -f .carry/megatron/megatron-stage.tar.xz ] && [ ! -s "$NIGHT/megatron-exports.sh" ]; then
+    python3 tools/stage_megatron.py install --tarball .carry/megatron/megatron-stage.tar.xz --dest "$NIGHT/megatron" \
+      > "$NIGHT/megatron-exports.sh" 2> "$NIGHT/megatron-install.log" \
+      || { tail -n 5 "$NIGHT/megatron-install.log"; : > "$NIGHT/megatron-exports.sh"; stamp "WARNING: no Megatron staging"; }
+  fi
+  if [ -d .carry/kernel-cache ]; then mkdir -p "$NIGHT/kernel-cache" && cp -r .carry/kernel-cache/. "$NIGHT/kernel-cache/"; fi
   # A framework that fails its check is left unavailable in the reports, with the reason; the run goes on.
-  python3 tools/slim_frameworks.py join --staged "$NIGHT/vllm-stage" --carried .carry/frameworks/stage2 --site "$site" \
-    || stamp "WARNING: vLLM's library did not join: the vllm mode will be unavailable"
+  if [ -d "$NIGHT/vllm-stage" ]; then
+    python3 tools/slim_frameworks.py join --staged "$NIGHT/vllm-stage" --carried .carry/frameworks/stage2 --site "$site" \
+      || stamp "WARNING: vLLM's library did not join: the vllm mode will be unavailable"
+  fi
   python3 tools/slim_frameworks.py kernels verify --site "$site" \
     || stamp "WARNING: SGLang's kernel set did not verify"
   tree=$NIGHT/tree
   rm -rf "$tree" && mkdir -p "$tree"
-   tar cf - --exclude=./.carry . | tar xf - -C "$tree" || exit 1  # .git too: the reports name the commit
+  tar cf - --exclude=./.carry . | tar xf - -C "$tree" || exit 1  # .git too: the reports name the commit
   cp tools/device/nightly_job.sh "$NIGHT/job.sh"
   git rev-parse --short HEAD > "$NIGHT/commit.txt" 2>/dev/null || true
-  stamp "site ready ($(ls "$site" | wc -l) entries); starting the job (cap $cap s)"
+  stamp "site ready ($(ls "$site" | wc -l) entries, megatron $( [ -s "$NIGHT/megatron-exports.sh" ] && echo yes || echo no)); starting the job (cap $cap s)"
   (cd "$tree" && NIGHT="$NIGHT" CAP="$cap" setsid nohup bash "$NIGHT/job.sh" > "$NIGHT/job.log" 2>&1 < /dev/null &)
   sleep 2
   bash "$0" wait "$wait_s"
