@@ -4,9 +4,10 @@
 # (`adaln-bench run --device cuda --repeat 3`, every operator and mode), stopped with SIGTERM once CAP
 # seconds have passed since the job started. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
 # RUN_ARGS replaces the device options of both runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
+case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-: "${NIGHT:?}" "${CAP:?}"
+: "${NIGHT:?NIGHT: the folder nightly.sh staged}" "${CAP:?CAP: the most seconds the job may run}"
 t0=$(date +%s)
 stamp() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - t0 )) s] $*"; }
 out=$NIGHT/out
