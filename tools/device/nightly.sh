@@ -96,7 +96,7 @@ start)
   cp tools/device/nightly_job.sh "$NIGHT/job.sh"
   git rev-parse --short HEAD > "$NIGHT/commit.txt" 2>/dev/null || true
   stamp "site ready ($(ls "$site" | wc -l) entries, megatron $( [ -s "$NIGHT/megatron-exports.sh" ] && echo yes || echo no)); starting the job (cap $cap s)"
-  (cd "$tree" && NIGHT="$NIGHT" CAP="$cap" setsid nohup bash "$NIGHT/job.sh" > "$NIGHT/job.log" 2>&1 < /dev/null &)
+  (cd "$tree" && NIGHT="$NIGHT" CAP="$cap" SKIP_DRAWS="${SKIP_DRAWS:-}" setsid nohup bash "$NIGHT/job.sh" > "$NIGHT/job.log" 2>&1 < /dev/null &)
   sleep 2
   bash "$0" wait "$wait_s"
   ;;

@@ -3,7 +3,7 @@
 # JIT kernel compiled once, the B200-draws accuracy reports (plain, --accuracy-only --draw-geometry b200), then the nightly itself
 # (`adaln-bench run --device cuda --repeat 3`, every operator and mode), stopped with SIGTERM once CAP
 # seconds have passed since the job started. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
-# RUN_ARGS replaces the device options of both runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
+# SKIP_DRAWS=1 leaves the B200-draws run out. RUN_ARGS replaces the device options of both runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
 case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -30,11 +30,14 @@ python3 -m adaln_bench env > "$out/env.txt" 2>&1
 (timeout 150 python3 tools/device/sglang_kernels_check.py kernels > "$out/sglang-jit.log" 2>&1; \
   echo "exit $?" >> "$out/sglang-jit.log") &
 jit=$!
-stamp "phase draws: plain, accuracy only, B200 draws"
-timeout --signal=TERM 300 python3 -m adaln_bench run "${device[@]}" --mode plain --accuracy-only \
-  --draw-geometry b200 --out "$out/draws" > "$out/draws.log" 2>&1
-draws_rc=$?
-stamp "draws exit $draws_rc"
+draws_rc=skipped
+if [ -z "${SKIP_DRAWS:-}" ]; then
+  stamp "phase draws: plain, accuracy only, B200 draws"
+  timeout --signal=TERM 300 python3 -m adaln_bench run "${device[@]}" --mode plain --accuracy-only \
+    --draw-geometry b200 --out "$out/draws" > "$out/draws.log" 2>&1
+  draws_rc=$?
+  stamp "draws exit $draws_rc"
+fi
 
 wait "$jit"; stamp "SGLang's JIT kernels: $(tail -n 1 "$out/sglang-jit.log")"
 left=$(( CAP - ($(date +%s) - t0) ))
