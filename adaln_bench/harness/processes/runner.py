@@ -1,7 +1,8 @@
 """The parent side of a run: one child process per mode, each on its own GPU when several are given.
 
-Every child gets `{**os.environ, **mode.env}` and writes its result to a file the parent names; the parent
-validates that file with the same model the child wrote. A crash, a hang past the timeout and a failing
+Every child gets `{**os.environ, **mode.env}`, is started through the one child protocol
+(harness/processes/launcher.py) and writes its result to a file the parent names; the parent validates that file
+with the same model the child wrote. A crash, a hang past the timeout and a failing
 switch-on each become their own status for that mode, with the reason and the tail of its stderr; the
 other modes still run. Ctrl-C stops the children and keeps the finished modes.
 """
