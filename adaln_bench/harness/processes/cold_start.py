@@ -26,8 +26,8 @@ from typing import Optional
 from pydantic import ConfigDict
 
 from adaln_bench.harness.processes.fork_server import Launch, Launched, read_text
-from adaln_bench.harness.processes.launcher import (Child, ChildFiles, ProtocolSpec, child_command, child_main,
-                                                    describe_exit, read_result, write_spec)
+from adaln_bench.harness.processes.launcher import (Child, ProtocolSpec, child_command, child_main, describe_exit,
+                                                    read_result, write_spec)
 from adaln_bench.harness.processes.protocol import RunConfig
 from adaln_bench.datamodel.io import write_text_atomic
 from adaln_bench.datamodel.schema import ColdStart
@@ -91,7 +91,7 @@ def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S,
     """
     result_path = Path(spec.result_path)
     spec_path = result_path.with_name(result_path.name + ".spec.json")
-    write_spec(spec, ChildFiles(spec_path, result_path, Path(f"{spec_path}.stderr"), Path(f"{spec_path}.stdout")))
+    write_spec(spec, spec_path, result_path)
     started = time.monotonic()
     launched = launch(str(spec_path), timeout_s)
     result = _classify(launched, result_path, timeout_s)

@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Generic, Mapping, Optional, TypeVar
+from typing import Callable, Generic, Iterator, Mapping, Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -45,12 +45,11 @@ R = TypeVar("R", bound=BaseModel)
 
 @dataclass(frozen=True)
 class ChildFiles:
-    """One child's files: its spec, its result, its log (stderr, and stdout where `out` is None)."""
+    """One child's files: its spec, its result, its log (stderr, and stdout unless the parent reads it)."""
 
     spec: Path
     result: Path
     log: Path
-    out: Optional[Path] = None
 
     @classmethod
     def named(cls, folder: Path, name: str, log: Optional[Path] = None) -> "ChildFiles":
@@ -88,7 +87,7 @@ class Child:
             self.close()
             raise
 
-    def lines(self):
+    def lines(self) -> Iterator[str]:
         """The child's stdout, line by line (only with `read_stdout`)."""
         assert self.proc.stdout is not None
         return iter(self.proc.stdout)
@@ -124,18 +123,17 @@ class Child:
             self._out.close()
 
 
-def write_spec(spec: ProtocolSpec, files: ChildFiles) -> None:
-    """`spec`, naming `files.result` as its result file, written where the child will read it."""
-    spec = spec.model_copy(update={"result_path": str(files.result)})
-    files.spec.write_text(spec.model_dump_json(), encoding="utf-8")
+def write_spec(spec: ProtocolSpec, spec_path: Path, result_path: Path) -> None:
+    """`spec`, naming `result_path` as its result file, written where the child will read it."""
+    spec = spec.model_copy(update={"result_path": str(result_path)})
+    spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
 
 
 def launch(module: str, spec: ProtocolSpec, files: ChildFiles, *, env: Optional[Mapping[str, str]] = None,
            python: Optional[str] = None, read_stdout: bool = False) -> Child:
     """Write `spec` (naming `files.result`) and start its child in a session of its own."""
-    write_spec(spec, files)
-    return Child(child_command(module, files.spec, python), files.log, out=files.out, env=env,
-                 read_stdout=read_stdout)
+    write_spec(spec, files.spec, files.result)
+    return Child(child_command(module, files.spec, python), files.log, env=env, read_stdout=read_stdout)
 
 
 def read_result(path: Path, model: type[R]) -> tuple[Optional[R], Optional[str]]:

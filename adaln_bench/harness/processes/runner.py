@@ -161,7 +161,7 @@ class ModeRunner:
             return self.not_started(job)
         if claims is not None:
             claims.mkdir(exist_ok=True)
-        write_spec(spec, files)
+        write_spec(spec, files.spec, files.result)
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
