@@ -53,15 +53,15 @@ def test_an_exception_in_a_worker_thread_is_that_pairs_failure(tmp_path, capsys,
     the other mode is measured, the report is complete and the exit code says a pair failed."""
     from adaln_bench.harness.processes import runner
 
-    real = runner._ChildProcess
+    real = runner.Child
 
     class FailsForRecipe(real):
-        def __init__(self, argv, env, stderr_path):
-            if "CUBLASLT_WORKSPACE_SIZE" in env:
+        def __init__(self, argv, log, **kwargs):
+            if "CUBLASLT_WORKSPACE_SIZE" in kwargs["env"]:
                 raise OSError("deliberate: cannot start this child")
-            super().__init__(argv, env, stderr_path)
+            super().__init__(argv, log, **kwargs)
 
-    monkeypatch.setattr(runner, "_ChildProcess", FailsForRecipe)
+    monkeypatch.setattr(runner, "Child", FailsForRecipe)
     out = tmp_path / "r.json"
     code, _, err = run_main(["run", *TINY, "--mode", "plain", "--mode", "cublaslt_ws1", "--candidate", "diffusers",
                              "--out", str(out)], capsys)

@@ -3,7 +3,7 @@ libraries named on the command line: subjects.py) at each size, forward and forw
 beside device-to-device copies of the same bytes (the faster is the rate); for a bundled library also each C
 entry point alone.
 
-Run as ``python -m adaln_bench.kernel_bench.child SPEC.json OUT.json`` by the command (run.py), one process per
+Run as ``python -m adaln_bench.kernel_bench.child SPEC.json`` by the command (run.py, process.py), one process per
 repetition. At each size the stock path, the candidates and the copies are each captured in a CUDA graph and
 replayed in turn (`device_time.measure_interleaved`), so every candidate's ratio to the stock path and the faster
 copy's to the candidate are paired round by round under the same clock. The row inputs and upstream gradients are
@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+import time
 from typing import Callable
 
 import torch
@@ -30,7 +31,8 @@ from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.harness.measurement.timing import time_call
 from adaln_bench.kernel_bench import checks
 from adaln_bench.kernel_bench.entry_points import entry_points
-from adaln_bench.kernel_bench.process import child_main, log
+from adaln_bench.harness.processes.launcher import child_main
+from adaln_bench.kernel_bench.process import CHILD, ProcessResult, ProcessSpec, log
 from adaln_bench.kernel_bench.subjects import library_subject, parse_library
 from adaln_bench.kernel_bench.combine import COPY_KERNEL, COPY_MEMCPY
 from adaln_bench.datamodel.kernel_bench import COPY, STOCK
@@ -247,5 +249,12 @@ def measure(config: dict) -> dict:
     return out
 
 
+def run(spec: ProcessSpec, publish: Callable[[ProcessResult], None]) -> None:
+    """The spec's measurement, with its wall time, published once it is whole."""
+    started = time.monotonic()
+    out = measure(spec.model_dump())
+    publish(ProcessResult(**out, wall_s=round(time.monotonic() - started, 1)))
+
+
 if __name__ == "__main__":
-    sys.exit(child_main(measure, sys.argv[1:]))
+    sys.exit(child_main(sys.argv[1:], CHILD, ProcessSpec, run))

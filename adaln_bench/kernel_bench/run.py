@@ -176,6 +176,7 @@ def assemble(p: Plan, runs: list[dict], errors: list[str], head: dict):
 def run(o: Options, echo: Callable[[str], None] = print) -> int:
     """The whole command: 0 when every process ran and every candidate kept its bits; 1 otherwise."""
     from adaln_bench.harness.measurement.environment import tool_git_state
+    from adaln_bench.harness.processes.stop_signals import StopSignals
     from adaln_bench.datamodel.io import write_text_atomic
     from adaln_bench.kernel_bench.combine import failed_bits
     from adaln_bench.kernel_bench.render import document_markdown
@@ -193,15 +194,18 @@ def run(o: Options, echo: Callable[[str], None] = print) -> int:
     stem = o.name or f"{p.stem_prefix}.{(commit or 'nocommit')[:7]}{'-dirty' if dirty else ''}"
     o.out.mkdir(parents=True, exist_ok=True)
     count = o.processes + (1 if p.check else 0)
-    runs, errors = run_processes(lambda i: p.timed if i < o.processes else p.check, count, o.out,
-                                 o.process_timeout, budget_s=o.budget)
+    with StopSignals() as stops, stops.raising():  # Ctrl-C, SIGTERM: the finished processes are kept
+        runs, errors = run_processes(lambda i: p.timed if i < o.processes else p.check, count, o.out,
+                                     o.process_timeout, budget_s=o.budget, stop_cause=stops.cause)
     if not runs:
         log("kernel-bench: no process gave a result")
-        return 1
+        return stops.exit_code or 1
     report = assemble(p, runs, errors, header(commit, dirty))
     doc = report.document()
     text = document_markdown(stem, doc)
     write_text_atomic(report.model_dump_json(indent=1) + "\n", o.out / f"{stem}.json")
     write_text_atomic(text, o.out / f"{stem}.md")
     echo(text)
+    if stops.exit_code is not None:  # 130 or 143, as the shell reports the signal
+        return stops.exit_code
     return 1 if (errors or doc["subject_errors"] or failed_bits(doc["combined"])) else 0

@@ -1,4 +1,4 @@
-"""A mode's child process: `python -m adaln_bench.harness.processes.child SPEC.json`.
+"""A mode's child process: `python -m adaln_bench.harness.processes.child SPEC.json` (harness/processes/launcher.py).
 
 The parent starts it with the mode's variables already in its environment, so they are in place before
 torch is imported here. It switches the mode on, measures each candidate, and rewrites its result file
@@ -13,30 +13,30 @@ import sys
 import time
 import traceback
 import warnings
-from pathlib import Path
+from typing import Callable
 
 from adaln_bench.harness.processes.candidate_run import fork_server
+from adaln_bench.harness.processes.launcher import child_main
 from adaln_bench.harness.processes.protocol import ChildResult, ChildSpec, announce_switched_on
-from adaln_bench.datamodel.io import write_text_atomic
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is optional
 BORN = time.monotonic()  # the imports before the first step count as start-up
 
 
-def run_child(spec: ChildSpec) -> ChildResult:
+def run_child(spec: ChildSpec, publish: Callable[[ChildResult], None]) -> ChildResult:
     import torch  # noqa: F401 - imported first, so that the fork server below shares the import
 
     # Before anything runs or is switched on: the CPU cold-start checks fork from here
     # (harness/processes/fork_server.py), and share the imports made so far.
     forks = fork_server(spec)
     try:
-        return _switch_and_measure(spec, forks)
+        return _switch_and_measure(spec, forks, publish)
     finally:
         if forks is not None:
             forks.close()
 
 
-def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
+def _switch_and_measure(spec: ChildSpec, forks, publish: Callable[[ChildResult], None]) -> ChildResult:
     from adaln_bench.harness.processes.child_measure import ChildState, clock_for, measure_all, peak_memory_bytes
     from adaln_bench.harness.measurement.step_clock import START_UP
 
@@ -54,7 +54,7 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
         result.wall_s = round(time.monotonic() - started, 3)
         result.time = clock.snapshot()
         result.time.peak_memory_bytes = peak_memory_bytes(device)
-        write_text_atomic(result.model_dump_json(exclude_unset=True, indent=1), spec.result_path)
+        publish(result)
 
     state = ChildState(save)
     import torch
@@ -109,13 +109,8 @@ def _switch_and_measure(spec: ChildSpec, forks) -> ChildResult:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m adaln_bench.harness.processes.child SPEC.json", file=sys.stderr)
-        return 2
-    spec = ChildSpec.model_validate_json(Path(argv[1]).read_text(encoding="utf-8"))
     os.environ.setdefault("ADALN_BENCH_CHILD", "1")
-    run_child(spec)
-    return 0
+    return child_main(argv[1:], "adaln_bench.harness.processes.child", ChildSpec, run_child)
 
 
 if __name__ == "__main__":

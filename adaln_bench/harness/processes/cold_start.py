@@ -17,18 +17,18 @@ first bitwise. The grandchild prints a marker before each step, so a crash is at
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
-from adaln_bench.harness.processes.fork_server import Launch, Launched
+from adaln_bench.harness.processes.fork_server import Launch, Launched, read_text
+from adaln_bench.harness.processes.launcher import (Child, ProtocolSpec, child_command, child_main, describe_exit,
+                                                    read_result, write_spec)
 from adaln_bench.harness.processes.protocol import RunConfig
-from adaln_bench.harness.processes.runner import describe_exit
 from adaln_bench.datamodel.io import write_text_atomic
 from adaln_bench.datamodel.schema import ColdStart
 
@@ -42,14 +42,13 @@ TIMEOUT_S = 300.0
 STDERR_TAIL_CHARS = 3000
 
 
-class ColdStartSpec(BaseModel):
+class ColdStartSpec(ProtocolSpec):
     model_config = ConfigDict(extra="forbid")
 
     config: RunConfig  # the run's: device, shape, draws, the modes file and Megatron's source
     mode: str
     op: str
     candidate: str
-    result_path: str
     # The GPU's lease (harness/processes/gpu_lease.py), taken from the first CUDA call to the end; None: none
     # (a CPU run).
     lease_dir: Optional[str] = None
@@ -65,14 +64,21 @@ def times_path(result_path: str) -> Path:
 # --- the mode's child: start the grandchild and read what it left -------------------------------------
 
 
+MODULE = "adaln_bench.harness.processes.cold_start"
+
+
 def in_new_interpreter(spec_path: str, timeout_s: float) -> Launched:
-    """`python -m adaln_bench.harness.processes.cold_start SPEC.json`: a process that imports everything itself."""
+    """`python -m adaln_bench.harness.processes.cold_start SPEC.json`: a process that imports everything itself.
+
+    Its stdout and stderr go to files beside its spec, as a fork's do (harness/processes/fork_server.py). It stays
+    in the mode's child's session, so that stopping that child stops the check too."""
+    out, err = spec_path + ".stdout", spec_path + ".stderr"
+    child = Child(child_command(MODULE, spec_path), Path(err), out=Path(out), new_session=False)
     try:
-        proc = subprocess.run([sys.executable, "-m", "adaln_bench.harness.processes.cold_start", spec_path],
-                              capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        return Launched(proc.stdout, proc.stderr, proc.returncode, False)
-    except subprocess.TimeoutExpired as exc:
-        return Launched(_text(exc.stdout), _text(exc.stderr), None, True)
+        ended = child.wait(timeout_s)
+    finally:
+        child.close()
+    return Launched(read_text(out), read_text(err), None if ended.timed_out else ended.code, ended.timed_out)
 
 
 def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S,
@@ -85,7 +91,7 @@ def check_cold_start(spec: ColdStartSpec, timeout_s: float = TIMEOUT_S,
     """
     result_path = Path(spec.result_path)
     spec_path = result_path.with_name(result_path.name + ".spec.json")
-    spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
+    write_spec(spec, spec_path, result_path)
     started = time.monotonic()
     launched = launch(str(spec_path), timeout_s)
     result = _classify(launched, result_path, timeout_s)
@@ -99,21 +105,16 @@ def _classify(launched: Launched, result_path: Path, timeout_s: float) -> ColdSt
     stdout, stderr, code, timed_out = launched.stdout, launched.stderr, launched.code, launched.timed_out
     steps = [ln[len(STEP_PREFIX):].strip() for ln in stdout.splitlines() if ln.startswith(STEP_PREFIX)]
     tail = stderr[-STDERR_TAIL_CHARS:] or None
-    if not timed_out and code == 0 and result_path.exists():
-        return ColdStart.model_validate_json(result_path.read_text(encoding="utf-8"))
+    result, problem = read_result(result_path, ColdStart) if not timed_out and code == 0 else (None, None)
+    if result is not None:
+        return result
     last = steps[-1] if steps else "start-up"
     passed = steps[:-1]
     if timed_out:
         return ColdStart(status="timeout", steps_passed=passed, failed_step=last, stderr_tail=tail,
                          reason=f"no result within {timeout_s:g} s")
-    return ColdStart(status="crashed", steps_passed=passed, failed_step=last, stderr_tail=tail,
-                     reason=f"the process died during {last}: {describe_exit(code)}")
-
-
-def _text(data) -> str:
-    if data is None:
-        return ""
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    how = problem if code == 0 else f"the process died during {last}: {describe_exit(code)}"
+    return ColdStart(status="crashed", steps_passed=passed, failed_step=last, stderr_tail=tail, reason=how)
 
 
 # --- the grandchild ------------------------------------------------------------------------------------
@@ -260,20 +261,19 @@ def _steps(spec: ColdStartSpec):
 
 
 def main(argv: list[str]) -> int:
+    return child_main(argv[1:], MODULE, ColdStartSpec, _check)
+
+
+def _check(spec: ColdStartSpec, publish) -> None:
     from adaln_bench.harness.measurement.step_clock import COLD_START
 
-    if len(argv) != 2:
-        print("usage: python -m adaln_bench.harness.processes.cold_start SPEC.json", file=sys.stderr)
-        return 2
-    spec = ColdStartSpec.model_validate_json(Path(argv[1]).read_text(encoding="utf-8"))
     clock = _steps(spec)
     with clock.step(COLD_START):
         result = run_steps(spec)
-    write_text_atomic(result.model_dump_json(exclude_unset=True), spec.result_path)
+    publish(result)
     write_text_atomic(clock.snapshot().model_dump_json(), str(times_path(spec.result_path)))
     if result.status != "ok":
         print(json.dumps({"cold_start": result.status, "reason": result.reason}), file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ class ForkServer:
                 pass
             self._line(time.monotonic() + _STOP_WAIT_S)  # the server reaps it and says so
         code = None if timed_out or done is None else int(done.split()[1])
-        return Launched(_read(spec_path + ".stdout"), _read(spec_path + ".stderr"), code, timed_out, "fork")
+        return Launched(read_text(spec_path + ".stdout"), read_text(spec_path + ".stderr"), code, timed_out, "fork")
 
     def close(self) -> None:
         """No more checks: the server sees the end of its requests and exits."""
@@ -136,7 +136,7 @@ class ForkServer:
         os.close(self._replies)
 
 
-def _read(path: str) -> str:
+def read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()

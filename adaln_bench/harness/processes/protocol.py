@@ -1,7 +1,8 @@
 """What the parent and a mode's child process say to each other.
 
-The parent writes a `ChildSpec` file; the child writes a `ChildResult` file (both validated on read) and
-reports progress as lines on stdout that start with `PROGRESS_PREFIX`, written by `ProgressWriter`.
+The parent writes a `ChildSpec` file; the child writes a `ChildResult` file (both validated on read, through
+the one child protocol: harness/processes/launcher.py) and reports progress as lines on stdout that start with
+`PROGRESS_PREFIX`, written by `ProgressWriter`.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from adaln_bench.datamodel.schema import (CandidateEntry, Environment, InputFingerprint, ModeEnvironment,
                                         ModeObservation)
 from adaln_bench.harness.measurement.parts import Parts
+from adaln_bench.harness.processes.launcher import ProtocolSpec
 from adaln_bench.harness.measurement.step_clock import StepTimes
 from adaln_bench.shape import Shape
 
@@ -66,7 +68,7 @@ class RunConfig(BaseModel):
     memory_budget_bytes: Optional[int] = Field(default=None, ge=0)
 
 
-class ChildSpec(BaseModel):
+class ChildSpec(ProtocolSpec):
     """What one mode's child is given: the run's configuration, its mode and the operators it measures."""
 
     model_config = ConfigDict(extra="forbid")
@@ -75,7 +77,6 @@ class ChildSpec(BaseModel):
     mode: str
     # Every operator the child measures in this mode, in order: torch imported and the switch on once.
     work: list[OpWork]
-    result_path: str
     # One part of a mode split over several children: every part has the same `work`, and measures only the
     # operators it claims in this folder, as `claimant` (harness/processes/claims.py).
     claims_dir: Optional[str] = None

@@ -1,7 +1,8 @@
 """The parent side of a run: one child process per mode, each on its own GPU when several are given.
 
-Every child gets `{**os.environ, **mode.env}` and writes its result to a file the parent names; the parent
-validates that file with the same model the child wrote. A crash, a hang past the timeout and a failing
+Every child gets `{**os.environ, **mode.env}`, is started through the one child protocol
+(harness/processes/launcher.py) and writes its result to a file the parent names; the parent validates that file
+with the same model the child wrote. A crash, a hang past the timeout and a failing
 switch-on each become their own status for that mode, with the reason and the tail of its stderr; the
 other modes still run. Ctrl-C stops the children and keeps the finished modes.
 """
@@ -9,11 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -21,18 +18,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from pydantic import ValidationError
-
 from adaln_bench.harness.processes.claims import CLAIMS_SUFFIX, claimed_by
 from adaln_bench.harness.processes.interpreters import InterpreterChecks, is_this_interpreter
 from adaln_bench.harness.processes.job_queue import JobQueue
+from adaln_bench.harness.processes.launcher import Child, ChildFiles, Ended, child_command, finish, write_spec
 from adaln_bench.harness.processes.protocol import (PROGRESS_PREFIX, SWITCHED_ON, ChildResult, ChildSpec, OpWork,
                                                     RunConfig)
 from adaln_bench.modes.registry import Mode
 from adaln_bench.datamodel.schema import CandidateEntry, CandidateUnavailable, ModeRun
 from adaln_bench.shape import Shape
 
-STDERR_TAIL_CHARS = 4000
+CHILD_MODULE = "adaln_bench.harness.processes.child"
 CPU_THREADS = "1"
 
 
@@ -80,41 +76,6 @@ def lease_of(config: RunConfig, workdir: Path, gpu: Optional[int]) -> tuple[Opti
     return str(workdir), f"gpu{0 if gpu is None else gpu}"
 
 
-def _tail(path: Path) -> str:
-    try:
-        data = path.read_bytes()[-STDERR_TAIL_CHARS:]
-    except OSError:
-        return ""
-    return data.decode("utf-8", "replace")
-
-
-def _read_result(path: Path) -> Optional[ChildResult]:
-    try:
-        return ChildResult.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValidationError, ValueError):
-        return None
-
-
-class _ChildProcess:
-    """One running child; `stop()` ends it and every process it started."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], stderr_path: Path):
-        self._stderr = open(stderr_path, "wb")
-        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     stdin=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-
-    def close(self) -> None:
-        self._stderr.close()
-
-
 WORKDIR_PREFIX = "adaln-bench-"
 OWNER_FILE = "adaln-bench-owner.pid"  # in each work directory: the pid of the parent that made it
 
@@ -160,7 +121,7 @@ class ModeRunner:
 
     def __init__(self, options: RunConfig, slots: list[Optional[int]], on_progress: ProgressFn):
         self.options, self.slots, self.on_progress = options, slots, on_progress
-        self._running: dict[str, _ChildProcess] = {}
+        self._running: dict[str, Child] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         # What stopped the run, in the report's words: the caller knows the signal (harness/processes/stop_signals.py).
@@ -190,19 +151,17 @@ class ModeRunner:
 
     def run_one(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
         name, mode_name = job.key, job.mode.name
-        result_path = self.workdir / f"{name}.result.json"
-        spec_path = self.workdir / f"{name}.spec.json"
-        stderr_path = self.workdir / f"{name}.stderr.log"
+        files = ChildFiles.named(self.workdir, name)
         claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
         lease_dir, lease_key = lease_of(self.options, self.workdir, gpu)
-        spec = ChildSpec(config=self.options, mode=mode_name, work=list(job.work), result_path=str(result_path),
+        spec = ChildSpec(config=self.options, mode=mode_name, work=list(job.work),
                          claims_dir=str(claims) if claims else None, claimant=name if claims else None,
                          lease_dir=lease_dir, lease_key=lease_key)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
             return self.not_started(job)
         if claims is not None:
             claims.mkdir(exist_ok=True)
-        spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
+        write_spec(spec, files.spec, files.result)
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -212,7 +171,6 @@ class ModeRunner:
             # than they give, and on a shared machine threads fighting for the cores made the small plain mode
             # take 5 min instead of 20 s. The child records the count (environment.cpu_threads).
             env.setdefault("OMP_NUM_THREADS", CPU_THREADS)
-        argv = [job.python or sys.executable, "-m", "adaln_bench.harness.processes.child", str(spec_path)]
         started = time.monotonic()
         if not is_this_interpreter(job.python):
             # Another environment: it must import this very adaln_bench, or the mode does not run.
@@ -222,50 +180,43 @@ class ModeRunner:
         with self._lock:  # stop_all() sets the flag under this lock: no child starts after it has run
             if self._stopping.is_set():
                 return self.not_started(job)
-            child = _ChildProcess(argv, env, stderr_path)
+            child = Child(child_command(CHILD_MODULE, files.spec, job.python), files.log, env=env,
+                          read_stdout=True)
             self._running[name] = child
             self._started.add(name)
         self.on_progress(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
         reader = threading.Thread(target=self._read_progress, args=(job, child), daemon=True)
         reader.start()
-        timed_out = False
-        try:
-            child.proc.wait(timeout=self.options.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            child.stop()
-        finally:
+
+        def ended() -> None:
             reader.join(timeout=5)
-            child.close()
             with self._lock:
                 self._running.pop(name, None)
+
+        end = finish(child, files, ChildResult, self.options.timeout_s, after_exit=ended)
         wall = round(time.monotonic() - started, 3)
-        result = _read_result(result_path)
-        code = child.proc.returncode
-        tail = _tail(stderr_path)
+        result = end.result
         # A part of a shared mode that switched on answers for the operators it claimed, and only for them.
         ops = claimed_by(claims, name) if claims is not None and result is not None and \
             result.status != "unavailable" else None
         scope = job if ops is None else replace(job, work=tuple(w for w in job.work if w.op in ops))
-        outcome = self._ended(scope, result, wall, code, gpu, tail, timed_out)
+        outcome = self._ended(scope, end, wall, gpu)
         outcome.ops = ops
         return outcome
 
-    def _ended(self, job: ModeJob, result: Optional[ChildResult], wall: float, code: Optional[int],
-               gpu: Optional[int], tail: str, timed_out: bool) -> ModeOutcome:
+    def _ended(self, job: ModeJob, end: Ended[ChildResult], wall: float, gpu: Optional[int]) -> ModeOutcome:
         """A child's end, classified."""
+        result, code, tail = end.result, end.code, end.tail
         if self._stopping.is_set() and not (result and result.complete):
             return self._outcome(job, "interrupted", self.stop_cause(), result, wall, code, gpu, tail)
-        if timed_out and not (result and result.complete):  # a complete result whose exit was slow is no timeout
+        # A complete result whose exit was slow is no timeout.
+        if end.exit.timed_out and not (result and result.complete):
             return self._outcome(job, "timeout", f"no result within --timeout {self.options.timeout_s:g} s",
                                  result, wall, code, gpu, tail)
         if code != 0 or result is None or not result.complete:
-            why = describe_exit(code) if code != 0 else "exited without a complete result file"
-            # An uncaught exception (an allocation failure, say) ends the child's stderr: show its one line, not
-            # only the JSON's tail. A child killed by a signal printed no such line of its own.
-            cause = last_error_line(tail) if code is not None and code > 0 else None
-            if cause:
-                why = f"{why}: {cause}"
+            # A non-zero exit says how it ended, with the last error line of its stderr (an uncaught exception,
+            # an allocation failure, say), not only the JSON's tail.
+            why = end.reason() if code != 0 else "exited without a complete result file"
             return self._outcome(job, "crashed", why, result, wall, code, gpu, tail)
         if result.status == "unavailable":
             return self._outcome(job, "unavailable", result.reason, result, wall, code, gpu, tail)
@@ -291,9 +242,8 @@ class ModeRunner:
                 entries[report_name] = CandidateUnavailable(unavailable=why, status=entry_status)
         return ModeOutcome(run=run, child=result, results=results)
 
-    def _read_progress(self, job: ModeJob, child: _ChildProcess) -> None:
-        assert child.proc.stdout is not None
-        for line in child.proc.stdout:
+    def _read_progress(self, job: ModeJob, child: Child) -> None:
+        for line in child.lines():
             if line.startswith(PROGRESS_PREFIX):
                 try:
                     event = json.loads(line[len(PROGRESS_PREFIX):])
@@ -405,29 +355,3 @@ class ModeRunner:
             running = list(self._running.values())
         for child in running:
             child.stop()
-
-
-_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: .*)?$")
-CAUSE_CHARS = 300
-
-
-def last_error_line(stderr_tail: str) -> Optional[str]:
-    """The last `SomeError: message` line of a child's stderr (what a Python traceback ends with), shortened."""
-    for line in reversed(stderr_tail.splitlines()):
-        line = line.strip()
-        if _ERROR_LINE.match(line):
-            return line if len(line) <= CAUSE_CHARS else line[: CAUSE_CHARS - 1] + "…"
-    return None
-
-
-def describe_exit(code: Optional[int]) -> str:
-    if code is None:
-        return "did not exit"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-            # Outside a timeout (reported as such), a SIGKILL is most often the kernel's out-of-memory killer.
-            return f"killed by signal {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with code {code}"
