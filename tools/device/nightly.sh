@@ -17,6 +17,10 @@
 #   nightly.sh collect [WAIT]    waits up to WAIT seconds (default 540) for the job, stops it if it still
 #                                runs (its reports are then written as incomplete), and packs everything
 #                                the job wrote into $OUT/nightly.tar.xz.
+# `start` and `collect` end CALL_S seconds (default 540) after they began at the latest: give the device
+# call a limit above that. Each call's output is also in $OUT/nightly.<step>.log, and `start` packs what
+# the job has done so far, so that a call that is cut short still brings something back. Call `collect`
+# within 30 s of `start`'s end, or the machine and the job are gone.
 #
 # Environment: one site on the machine's torch for every framework (vLLM, SGLang and its kernels, diffusers,
 # Liger, Transformer Engine and megatron-core from the staging, Megatron-LM main through --megatron-src);
@@ -28,6 +32,9 @@ NIGHT=${NIGHT:-$HOME/night}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$NIGHT" "$OUT"
 step=$1; shift
+CALL_T0=${CALL_T0:-$(date +%s)}
+# Everything this call prints also goes to $OUT, which comes back even when the call runs past its limit.
+exec > >(tee -a "$OUT/nightly.$step.log") 2>&1
 stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
 
 install_wheels() {  # SITE WHEEL...: unpacked as pip would, without the network or dependencies
@@ -98,23 +105,28 @@ start)
   stamp "site ready ($(ls "$site" | wc -l) entries, megatron $( [ -s "$NIGHT/megatron-exports.sh" ] && echo yes || echo no)); starting the job (cap $cap s)"
   (cd "$tree" && NIGHT="$NIGHT" CAP="$cap" SKIP_DRAWS="${SKIP_DRAWS:-}" setsid nohup bash "$NIGHT/job.sh" > "$NIGHT/job.log" 2>&1 < /dev/null &)
   sleep 2
-  bash "$0" wait "$wait_s"
+  CALL_T0=$CALL_T0 bash "$0" wait "$wait_s"
   ;;
 wait | collect)
+  # Waits for the job, at most WAIT seconds and never past CALL_S seconds (default 540) after this call
+  # began, so that the call ends, with what it has, before the device tool's own limit.
   wait_s=${1:-540}
+  deadline=$(( CALL_T0 + ${CALL_S:-540} - 30 ))
   t0=$(date +%s)
-  while [ ! -e "$NIGHT/job.done" ] && [ $(( $(date +%s) - t0 )) -lt "$wait_s" ]; do sleep 5; done
-  tail -n 4 "$NIGHT/job.log"
+  [ $(( t0 + wait_s )) -lt "$deadline" ] && deadline=$(( t0 + wait_s ))
+  while [ ! -e "$NIGHT/job.done" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+    sleep 10
+    cp "$NIGHT/job.log" "$OUT/job.log" 2>/dev/null
+  done
   grep -h "phase\|done\|exit" "$NIGHT/job.log" | tail -n 8
-  if [ "$step" = collect ]; then
-    if [ ! -e "$NIGHT/job.done" ]; then
-      stamp "still running after $wait_s s: stopping it (its reports are written as incomplete)"
-      pkill -TERM -f "adaln_bench run" ; t1=$(date +%s)
-      while [ ! -e "$NIGHT/job.done" ] && [ $(( $(date +%s) - t1 )) -lt 40 ]; do sleep 2; done
-    fi
-    tar -C "$NIGHT" -cJf "$OUT/nightly.tar.xz" out job.log commit.txt megatron/manifest.json 2>/dev/null
-    ls -la "$OUT/nightly.tar.xz"
+  if [ "$step" = collect ] && [ ! -e "$NIGHT/job.done" ]; then
+    stamp "still running: stopping it (its reports are written as incomplete)"
+    pkill -TERM -f "adaln_bench run"; t1=$(date +%s)
+    while [ ! -e "$NIGHT/job.done" ] && [ $(( $(date +%s) - t1 )) -lt 40 ]; do sleep 2; done
   fi
+  # Packed every time, so that a call that ends early still brings back what is done so far.
+  tar -C "$NIGHT" -cJf "$OUT/nightly.tar.xz" out job.log commit.txt megatron/manifest.json 2>/dev/null
+  ls -la "$OUT/nightly.tar.xz"
   ;;
 *) echo "nightly.sh: unknown step '$step' (stage1, stage2, start, wait, collect)" >&2; exit 2 ;;
 esac
