@@ -68,10 +68,9 @@ def test_two_children_whose_operators_do_not_fit_together_take_turns(tmp_path, m
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.harness.measurement.step_clock import TRACE_VARIABLE
     from adaln_bench.harness.processes.memory_ledger import operator_reservation
-    from adaln_bench.harness.processes.protocol import OpWork, RunConfig
-    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
-    from adaln_bench.modes.registry import all_modes
+    from adaln_bench.harness.processes.protocol import RunConfig
     from adaln_bench.ops.registry import get_operator
+    from fake_gpu import two_modes_on_one_fake_gpu
 
     trace = tmp_path / "steps.jsonl"
     monkeypatch.setenv(TRACE_VARIABLE, str(trace))
@@ -79,12 +78,7 @@ def test_two_children_whose_operators_do_not_fit_together_take_turns(tmp_path, m
     budget = operator_reservation(get_operator("norm_modulate"), shape, quick=True)
     options = RunConfig(device="cpu", shape=shape, quick=True, timeout_s=300, lease=True, cold_start=False,
                         memory_budget_bytes=budget)
-    modes = all_modes()
-    outcomes = {}
-    with ModeRunner(options, [0, 0], lambda mode, event: None) as runner:
-        work = (OpWork(op="norm_modulate", candidates=["diffusers"]),)
-        runner.run_all([ModeJob(modes["plain"], work), ModeJob(modes["cublaslt_ws1"], work)],
-                       lambda name, outcome: outcomes.__setitem__(name, outcome))
+    outcomes = two_modes_on_one_fake_gpu(options)
     assert {n: o.run.status for n, o in outcomes.items()} == {"plain": "ok", "cublaslt_ws1": "ok"}
     steps = [json.loads(line) for line in trace.read_text().splitlines()]
     spans = {}

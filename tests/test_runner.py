@@ -119,21 +119,15 @@ def test_one_child_per_gpu_slot_runs_modes_concurrently(tmp_path, monkeypatch):
 
 def test_children_sharing_a_gpu_lease_keep_latency_alone_and_overlap_the_rest(tmp_path, monkeypatch):
     # Two modes' children at once on one (fake) GPU: the CPU run takes the lease as a CUDA run does.
-    from adaln_bench.harness.processes.protocol import OpWork, RunConfig
-    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
+    from adaln_bench.harness.processes.protocol import RunConfig
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.harness.measurement.step_clock import TRACE_VARIABLE, overlapping_exclusive
-    from adaln_bench.modes.registry import all_modes
+    from fake_gpu import two_modes_on_one_fake_gpu
 
     trace = tmp_path / "steps.jsonl"
     monkeypatch.setenv(TRACE_VARIABLE, str(trace))
-    modes = all_modes()
     options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=300, lease=True)
-    outcomes = {}
-    with ModeRunner(options, [0, 0], lambda mode, event: None) as runner:
-        work = (OpWork(op="norm_modulate", candidates=["diffusers"]),)
-        runner.run_all([ModeJob(modes["plain"], work), ModeJob(modes["cublaslt_ws1"], work)],
-                       lambda name, outcome: outcomes.__setitem__(name, outcome))
+    outcomes = two_modes_on_one_fake_gpu(options)
     assert {n: o.run.status for n, o in outcomes.items()} == {"plain": "ok", "cublaslt_ws1": "ok"}
     steps = [json.loads(line) for line in trace.read_text().splitlines()]
     assert {s["lease"] for s in steps} == {"gpu0"}
