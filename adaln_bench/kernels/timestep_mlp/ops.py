@@ -13,7 +13,10 @@ from typing import Optional
 import torch
 
 from adaln_bench.kernels.toolchain import BuildError, unavailable
-from adaln_bench.kernels.timestep_mlp import build as _build
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from adaln_bench.kernels.timestep_mlp import build as _build_types
 
 _F32 = torch.float32
 _ALIGN = 16
@@ -72,19 +75,19 @@ def _stream(dev: torch.device) -> int:
     return torch.cuda.current_stream(dev).cuda_stream
 
 
-def target_for_device(device: torch.device) -> _build.Target:
+def target_for_device(device: torch.device) -> "_build_types.Target":
     major, minor = torch.cuda.get_device_capability(device)
-    return _build.target_for_capability(major, minor)
+    return _build().target_for_capability(major, minor)
 
 
 _BY_INDEX: dict = {}
 
 
-def library(device: torch.device) -> _build.Library:
+def library(device: torch.device) -> "_build_types.Library":
     index = device.index if device.index is not None else torch.cuda.current_device()
     lib = _BY_INDEX.get(index)
     if lib is None:
-        lib = _BY_INDEX[index] = _build.load(target_for_device(torch.device("cuda", index)))
+        lib = _BY_INDEX[index] = _build().load(target_for_device(torch.device("cuda", index)))
     return lib
 
 
@@ -109,7 +112,7 @@ def availability() -> Optional[str]:
         target = target_for_device(torch.device("cuda", torch.cuda.current_device()))
     except BuildError as exc:
         return str(exc)
-    return unavailable(_build.recipe(target))
+    return unavailable(_build().recipe(target))
 
 
 class _TimestepMLP(torch.autograd.Function):
@@ -154,3 +157,11 @@ def timestep_mlp(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.
     """linear(silu(linear(x, w1, b1)), w2, b2) in fp32 (3xTF32), per row invariant; differentiable."""
     _check_inputs(x, w1, b1, w2, b2)
     return _TimestepMLP.apply(x, w1, b1, w2, b2)
+
+
+def _build():
+    """build.py, imported when first needed: the package's import leaves it out, so that
+    `python -m adaln_bench.kernels.timestep_mlp.build` runs it fresh."""
+    from adaln_bench.kernels.timestep_mlp import build
+
+    return build
