@@ -89,3 +89,11 @@ def test_two_children_whose_operators_do_not_fit_together_take_turns(tmp_path, m
     assert len(spans) == 2
     (a_start, a_end), (b_start, b_end) = sorted(spans.values())
     assert a_end <= b_start
+
+
+def test_each_gpu_has_its_own_ledger(tmp_path):
+    # --gpus 0,1: the same budget on each GPU, reserved apart (the key is the lease's, one per GPU).
+    gpu0, gpu1 = MemoryLedger(tmp_path, "gpu0", 10 * GIB, poll_s=0.01), MemoryLedger(tmp_path, "gpu1", 10 * GIB)
+    with gpu0.reserve(8 * GIB), gpu1.reserve(8 * GIB) as waited:
+        assert waited < 0.5
+        assert list(gpu0.held().values()) == [8 * GIB] and list(gpu1.held().values()) == [8 * GIB]
