@@ -8,7 +8,8 @@ processes per GPU. Memory, of a share of what the GPU has free when the run star
 the budget that the children's steps reserve from, per operator, as they run (harness/processes/memory_ledger.py):
 a child measuring adaln_row_gather holds about 47 GiB of it, one measuring timestep_sinusoid next to nothing. The
 plan keeps room for the largest operator's reservation alone. (A check does not reserve: a child with a pool of
-one waits for its check while it holds its own reservation.) Each child records what it reserved (`peak_memory_bytes` in the run index), to check the estimate against.
+one waits for its check while it holds its own reservation.) Each child records what it reserved
+(`peak_memory_bytes` in the run index), to check the estimate against.
 
 `plan` is pure; `schedule_for_run` reads the GPU's free memory (harness/processes/gpu_memory.py) and the
 operators' costs.

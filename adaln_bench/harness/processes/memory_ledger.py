@@ -38,7 +38,7 @@ def largest_step_tokens(op, quick: bool) -> int:
 
 def operator_reservation(op, shape, quick: bool) -> int:
     """What a child reserves while it measures `op`."""
-    return STEP_COPIES * int(op.cost(shape, largest_step_tokens(op, quick)).step_bytes)
+    return rows_reservation(op, shape, largest_step_tokens(op, quick))
 
 
 def rows_reservation(op, shape, rows: int) -> int:
@@ -74,8 +74,10 @@ class MemoryLedger:
             except (OSError, ValueError):
                 entries = {}
             live = {token: e for token, e in entries.items() if _alive(int(e[0]))}
+            before = dict(live)
             yield live
-            self.path.write_text(json.dumps(live), "utf-8")
+            if live != entries or live != before:  # a poll that changes nothing writes nothing
+                self.path.write_text(json.dumps(live), "utf-8")
         finally:
             os.close(fd)
 
