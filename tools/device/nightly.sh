@@ -78,11 +78,13 @@ start)
   site=$NIGHT/site
   # Whatever this call carries or earlier calls staged: stage2's wheels, stage1's, or .carry/solo's (every
   # wheel but vLLM's, for one call that also carries .carry/megatron and .carry/kernel-cache).
-  wheels=()
-  for w in .carry/frameworks/stage2/whl/*.whl "$NIGHT"/wheels/*.whl .carry/solo/*.whl; do [ -f "$w" ] && wheels+=("$w"); done
+  # One wheel per distribution, the first found in this order (pick_wheels.py); SGLang with its two AdaLN
+  # kernels, a superset of the mode's slimmed install, comes last and goes in on its own, over it.
+  mapfile -t wheels < <(python3 tools/device/pick_wheels.py .carry/frameworks/stage2/whl "$NIGHT/wheels" .carry/solo)
+  [ "${#wheels[@]}" -gt 0 ] || { stamp "no wheels carried or staged"; exit 1; }
+  kernels_wheel=""
+  case "${wheels[-1]}" in *0slimkernels*) kernels_wheel=${wheels[-1]}; unset 'wheels[-1]' ;; esac
   install_wheels "$site" "${wheels[@]}" || exit 1
-  # SGLang with its two AdaLN kernels is a superset of the mode's slimmed install: it goes in last
-  kernels_wheel=$(printf '%s\n' "${wheels[@]}" | grep 0slimkernels | head -n 1)
   if [ -n "$kernels_wheel" ]; then install_wheels "$site" "$kernels_wheel" || exit 1; fi
   if [ -f .carry/megatron/megatron-stage.tar.xz ] && [ ! -s "$NIGHT/megatron-exports.sh" ]; then
     python3 tools/stage_megatron.py install --tarball .carry/megatron/megatron-stage.tar.xz --dest "$NIGHT/megatron" \
@@ -103,7 +105,10 @@ start)
   cp tools/device/nightly_job.sh "$NIGHT/job.sh"
   git rev-parse --short HEAD > "$NIGHT/commit.txt" 2>/dev/null || true
   stamp "site ready ($(ls "$site" | wc -l) entries, megatron $( [ -s "$NIGHT/megatron-exports.sh" ] && echo yes || echo no)); starting the job (cap $cap s)"
-  (cd "$tree" && NIGHT="$NIGHT" CAP="$cap" SKIP_DRAWS="${SKIP_DRAWS:-}" setsid nohup bash "$NIGHT/job.sh" > "$NIGHT/job.log" 2>&1 < /dev/null &)
+  # Redirected as a whole: a shell between this one and the job that kept this call's output open would keep
+  # the device call waiting for the job, up to the call's limit.
+  (cd "$tree" && NIGHT="$NIGHT" CAP="$cap" SKIP_DRAWS="${SKIP_DRAWS:-}" exec setsid nohup bash "$NIGHT/job.sh") \
+    > "$NIGHT/job.log" 2>&1 < /dev/null &
   sleep 2
   CALL_T0=$CALL_T0 bash "$0" wait "$wait_s"
   ;;
@@ -114,9 +119,12 @@ wait | collect)
   deadline=$(( CALL_T0 + ${CALL_S:-540} - 30 ))
   t0=$(date +%s)
   [ $(( t0 + wait_s )) -lt "$deadline" ] && deadline=$(( t0 + wait_s ))
+  pack() { tar -C "$NIGHT" -cJf "$OUT/nightly.tar.xz" out job.log commit.txt megatron/manifest.json 2>/dev/null; }
+  polls=0
   while [ ! -e "$NIGHT/job.done" ] && [ "$(date +%s)" -lt "$deadline" ]; do
     sleep 10
     cp "$NIGHT/job.log" "$OUT/job.log" 2>/dev/null
+    polls=$(( polls + 1 )); [ $(( polls % 6 )) -eq 0 ] && pack  # a call cut short still brings back a minute-old archive
   done
   grep -h "phase\|done\|exit" "$NIGHT/job.log" | tail -n 8
   if [ "$step" = collect ] && [ ! -e "$NIGHT/job.done" ]; then
@@ -125,7 +133,7 @@ wait | collect)
     while [ ! -e "$NIGHT/job.done" ] && [ $(( $(date +%s) - t1 )) -lt 40 ]; do sleep 2; done
   fi
   # Packed every time, so that a call that ends early still brings back what is done so far.
-  tar -C "$NIGHT" -cJf "$OUT/nightly.tar.xz" out job.log commit.txt megatron/manifest.json 2>/dev/null
+  pack
   ls -la "$OUT/nightly.tar.xz"
   ;;
 *) echo "nightly.sh: unknown step '$step' (stage1, stage2, start, wait, collect)" >&2; exit 2 ;;
