@@ -14,13 +14,15 @@
 #                                (the B200-draws accuracy run, then the nightly, stopped by SIGTERM after CAP
 #                                seconds at most); then waits up to WAIT seconds (default 500) for it.
 #                                In one call (no vLLM): carry .carry/solo .carry/megatron .carry/kernel-cache.
+#   nightly.sh wait [WAIT]       waits up to WAIT seconds (default 540) for the job and packs what it has done,
+#                                leaving it running: a call between `start` and `collect` for a longer run.
 #   nightly.sh collect [WAIT]    waits up to WAIT seconds (default 540) for the job, stops it if it still
 #                                runs (its reports are then written as incomplete), and packs everything
 #                                the job wrote into $OUT/nightly.tar.xz.
 # `start` and `collect` end CALL_S seconds (default 540) after they began at the latest: give the device
 # call a limit above that. Each call's output is also in $OUT/nightly.<step>.log, and `start` packs what
-# the job has done so far, so that a call that is cut short still brings something back. Call `collect`
-# within 30 s of `start`'s end, or the machine and the job are gone.
+# the job has done so far, so that a call that is cut short still brings something back. Call `wait` or
+# `collect` within 30 s of the previous call's end, or the machine and the job are gone.
 #
 # Environment: one site on the machine's torch for every framework (vLLM, SGLang and its kernels, diffusers,
 # Liger, Transformer Engine and megatron-core from the staging, Megatron-LM main through --megatron-src);
