@@ -4,7 +4,8 @@
 # log under $OUT (the device tool brings back at most 8 files: the logs are packed into $OUT/logs.tgz at the end).
 # Usage (on the GPU machine, from the repo root): CHECK=1 TESTS=1 bash tools/device/timestep_mlp.sh
 #   CHECK=1   tools/device/timestep_mlp_check.py: errors against FP64 beside the stock path's, bitwise rows across
-#             T and tile configurations, repeatable weight gradients, paired device times (CHECK_ARGS: its options)
+#             T and tile configurations, repeatable weight gradients, paired device times (CHECK_ARGS: its options;
+#             CHECK_ARGS="--fusion 1,3,4 --fusion-only": only what fusing timestep_sinusoid into the MLP could save)
 #   CHECK_ALT=DEF1,DEF2  the same check on the library built with those defines (an experiment; prebuilt and carried)
 #   TESTS=1   pytest tests/gpu/test_timestep_mlp_gpu.py (TESTS_TIMEOUT seconds, default 240)
 #   REPORT=1  adaln-bench run --op timestep_mlp --mode plain: the full report, $OUT/timestep_mlp.h200.<commit>.h3.plain.json
@@ -28,6 +29,7 @@ step() {  # name, timeout, command...: runs it, logs to $OUT/logs/name.log, prin
 }
 if [ -n "${CHECK:-}" ]; then
   step check 500 python3 tools/device/timestep_mlp_check.py --json "$OUT/check.json" ${CHECK_ARGS:-}
+  grep '^fusion' "$OUT/logs/check.log"
   sed -n '/^    T out/,$p' "$OUT/logs/check.log" | grep -v " True$"
 fi
 if [ -n "${CHECK_ALT:-}" ]; then  # the same check on an experiment build (its defines, comma-separated, carried prebuilt)

@@ -5,6 +5,7 @@ the stock path, paired in the same rounds (CUDA-graph replays). Prints a table l
 
 Usage: python3 tools/device/timestep_mlp_check.py [--json out.json] [--sizes 1,3,4,64,256,2048] [--rounds 15]
        [--alt "DEF=1;DEF2=1,DEF3=2"]  (experiment builds, prebuilt: bits and times of their streaming path)
+       [--fusion 1,3,4]  (the most fusing timestep_sinusoid into the MLP could save, forward, at those T)
 """
 from __future__ import annotations
 
@@ -176,6 +177,57 @@ def timing(ps, sizes, dev, rounds, lib):
     return rows
 
 
+def fusion(ps, sizes, dev, rounds):
+    """What fusing timestep_sinusoid into this MLP could save at most (issue 43's note): device time of the MLP's
+    forward from a ready embedding, and of the sinusoid's stock path followed by it, paired in the same rounds.
+    A fused kernel would make the embedding inside the first product's operand load, so the difference (the
+    sinusoid's kernels and the embedding's round trip through memory) is the most it could win. Forward only:
+    no gradient flows into the timesteps, so the backward is the same with or without it."""
+    from adaln_bench.ops.timestep_sinusoid import replay
+
+    rows = []
+    for t in sizes:
+        calls = 20
+        steps = torch.rand(t, device=dev, generator=torch.Generator(dev).manual_seed(300 + t)) * 1000
+        emb = replay(steps, F_IN)
+
+        def mlp_only():
+            with torch.no_grad():
+                timestep_mlp(emb, *ps)
+
+        def both():
+            with torch.no_grad():
+                timestep_mlp(replay(steps, F_IN), *ps)
+
+        def sinusoid_only():
+            replay(steps, F_IN)
+
+        fns = {"mlp": mlp_only, "sinusoid+mlp": both, "sinusoid": sinusoid_only}
+        graphs = {n: graph_of(f, calls) for n, f in fns.items()}
+        times = {n: [] for n in fns}
+        for _ in range(rounds):
+            for n, gr in graphs.items():
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                gr.replay()
+                b.record()
+                b.synchronize()
+                times[n].append(a.elapsed_time(b) * 1000 / calls)
+        med = {n: statistics.median(v) for n, v in times.items()}
+        saved = [b_ - m for b_, m in zip(times["sinusoid+mlp"], times["mlp"])]
+        rows.append({"T": t, **{f"{n}_us": v for n, v in med.items()}, "most_saved_us": statistics.median(saved),
+                     "most_saved_fraction": statistics.median(s_ / b_ for s_, b_ in zip(saved, times["sinusoid+mlp"]))})
+        del graphs
+    return rows
+
+
+def print_fusion(rows):
+    for r in rows:
+        print(f"fusion T={r['T']}: sinusoid {r['sinusoid_us']:.1f} us, MLP fwd {r['mlp_us']:.1f} us, both "
+              f"{r['sinusoid+mlp_us']:.1f} us: fusing saves at most {r['most_saved_us']:.1f} us "
+              f"({100 * r['most_saved_fraction']:.0f} %)")
+
+
 def short(name: str) -> str:
     """A kernel's name without its template arguments; a CUTLASS GEMM by its tiles and operand layouts (tn: both
     crosswise, the forward; nn: A congruous, the backward's row GEMMs; nt: both congruous, the weight gradients)."""
@@ -292,6 +344,9 @@ def main(argv=None) -> int:
     p.add_argument("--defines", default="", help="load the experiment library built with these defines (a,b)")
     p.add_argument("--alt", default="", help="experiment builds to compare, ';' between builds, ',' between defines")
     p.add_argument("--no-variants", action="store_true", help="skip the large-T tile variants")
+    p.add_argument("--fusion", default="", help="T values (a,b) at which to time the sinusoid before the MLP and "
+                   "the MLP alone: the most fusing the two could save")
+    p.add_argument("--fusion-only", action="store_true", help="with --fusion: time that and nothing else")
     args = p.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda", 0)
@@ -303,6 +358,13 @@ def main(argv=None) -> int:
         ops._BY_INDEX[dev.index] = build.load(build.Target(base.arch, base.cc, tuple(args.defines.split(","))))
     lib = ops.library(dev)
     ps = params(dev)
+    if args.fusion_only:
+        rows = fusion(ps, [int(v) for v in args.fusion.split(",") if v], dev, args.rounds)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"library": str(lib.path), "fusion": rows}, fh, indent=1)
+        print_fusion(rows)
+        return 0
     result = {"library": str(lib.path), "defines": args.defines, "splits": lib.splits(F_IN, HID, D)}
     result["accuracy"] = accuracy(ps, sizes, dev)
     print("accuracy done", flush=True)
@@ -314,6 +376,8 @@ def main(argv=None) -> int:
     result["profile"] = profile(ps, [1, 4, 32, 64, 2048], dev)
     result["variants"] = [] if args.no_variants else variants(ps, [256, 2048], dev, lib, 10)
     result["alternates"] = alternates(ps, dev, [a for a in args.alt.split(";") if a], args.rounds)
+    fused_sizes = [int(v) for v in args.fusion.split(",") if v]
+    result["fusion"] = fusion(ps, fused_sizes, dev, args.rounds) if fused_sizes else []
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
@@ -330,6 +394,7 @@ def main(argv=None) -> int:
         diff = {k: v for k, v in r["differ"].items() if v}
         print(f"alt {r['defines']}: " + ("stream bits = CUTLASS" if not diff else f"DIFFER {diff}"))
         print_timing(r["timing"])
+    print_fusion(result["fusion"])
     print("invariance:", "ALL OK" if all(result["invariance"].values()) else
           "FAIL " + ", ".join(k for k, v in result["invariance"].items() if not v))
     differ = {k: v for k, v in result["stream_vs_cutlass"].items() if v}
