@@ -119,3 +119,19 @@ def test_the_slots_of_a_run():
     assert S.worker_slots("cpu", [None], 7, None, serial=True, cpus=16) == [None]
     assert S.worker_slots("cpu", [None], 1, None, serial=False, cpus=16) == [None]
     assert S.worker_slots("cpu", [None], 7, None, serial=False, cpus=1) == [None]
+
+
+def test_checks_run_beside_the_child_where_the_plan_counted_them():
+    # The H100's h3 plan: the largest operator leaves room for 2 children with one check each; both the checks'
+    # processes and memory are counted, so the children do not wait for them.
+    got = plan(int(78.7 * GIB), 16, int(47.3 * GIB), int(4.4 * GIB))
+    assert (got.children_per_gpu, got.cold_start_pool, got.checks_beside) == (2, 1, True)
+    assert "beside its next candidates" in got.why and got.as_record()["cold_start_beside"] is True
+    assert plan(130 * GIB, 16, 10 * GIB).checks_beside  # a pool of 3
+    # One core: a pool of one is kept only so that a check can run at all; the child waits for it.
+    one_core = plan(130 * GIB, 1, GIB)
+    assert (one_core.children_per_gpu, one_core.cold_start_pool, one_core.checks_beside) == (1, 1, False)
+    assert "the child waiting for each" in one_core.why
+    # No plan, no room: every check one at a time, the child waiting.
+    assert not S.SERIAL.checks_beside and not plan(None, 16, GIB).checks_beside
+    assert not plan(8 * GIB, 16, 10 * GIB).checks_beside

@@ -246,6 +246,7 @@ def _scheduled(request: RunRequest, ops):
     if r.run_device == "cuda":
         schedule = schedule_for_run(ops, r.shape, r.quick, r.slots, r.serial)
         options = options.model_copy(update={"serial": schedule.serial, "cold_start_pool": schedule.cold_start_pool,
+                                             "cold_start_beside": schedule.checks_beside,
                                              "memory_budget_bytes": schedule.memory_budget_bytes})
         if not r.quiet:
             print(f"adaln-bench: schedule: {schedule.why}", file=sys.stderr)

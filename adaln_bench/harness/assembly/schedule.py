@@ -7,9 +7,11 @@ processes per GPU. Memory, of a share of what the GPU has free when the run star
 (CONTEXT_BYTES) and every cold-start check's steps (a few rows: small) are counted up front, and what is left is
 the budget that the children's steps reserve from, per operator, as they run (harness/processes/memory_ledger.py):
 a child measuring adaln_row_gather holds about 47 GiB of it, one measuring timestep_sinusoid next to nothing. The
-plan keeps room for the largest operator's reservation alone. (A check does not reserve: a child with a pool of
-one waits for its check while it holds its own reservation.) Each child records what it reserved
-(`peak_memory_bytes` in the run index), to check the estimate against.
+plan keeps room for the largest operator's reservation alone. A check does not reserve: its memory and its
+process are counted up front, so a child goes on to its next candidates while its checks run (`checks_beside`),
+also with a pool of one. Only where the plan found no room (an unknown free memory, nothing fits, too few cores,
+--serial) does a child wait for each check. Each child records what it reserved (`peak_memory_bytes` in the run
+index), to check the estimate against.
 
 `plan` is pure; `schedule_for_run` reads the GPU's free memory (harness/processes/gpu_memory.py) and the
 operators' costs.
@@ -42,10 +44,13 @@ class Schedule:
     largest_step_bytes: Optional[int] = None
     free_bytes: Optional[int] = None
     memory_budget_bytes: Optional[int] = None
+    # The checks run beside the child's next candidates (their processes and memory planned); False: the child
+    # waits for each.
+    checks_beside: bool = False
 
     def as_record(self) -> dict:
         return {"serial": self.serial, "children_per_gpu": self.children_per_gpu,
-                "cold_start_pool": self.cold_start_pool, "why": self.why,
+                "cold_start_pool": self.cold_start_pool, "cold_start_beside": self.checks_beside, "why": self.why,
                 "largest_step_bytes": self.largest_step_bytes, "free_bytes_at_start": self.free_bytes,
                 "memory_budget_bytes": self.memory_budget_bytes}
 
@@ -87,10 +92,12 @@ def plan(free_bytes: Optional[int], cores_per_gpu: int, largest_step_bytes: int,
     # The most processes at once; among equals, more children (a child's steps are longer than a check).
     children, pool = max(fits, key=lambda f: (f[0] * (1 + f[1]), f[0]))
     budget = int(share - fixed(children, pool))
-    why = (f"{children} child(ren) x (1 + {pool} cold-start check(s)) per GPU, their steps reserving memory per "
-           f"operator from {budget / GIB:.1f} GiB: {sizes_text}")
+    beside = children * (1 + pool) <= cores_per_gpu  # not where a pool of one was kept for want of cores
+    checks = "beside its next candidates" if beside else "one at a time, the child waiting for each"
+    why = (f"{children} child(ren) x (1 + {pool} cold-start check(s) {checks}) per GPU, their steps reserving "
+           f"memory per operator from {budget / GIB:.1f} GiB: {sizes_text}")
     return Schedule(children, pool, False, why, largest_step_bytes=largest_step_bytes, free_bytes=free_bytes,
-                    memory_budget_bytes=budget)
+                    memory_budget_bytes=budget, checks_beside=beside)
 
 
 def largest_step_bytes(ops: Sequence, shape, quick: bool) -> int:

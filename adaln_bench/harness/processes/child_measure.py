@@ -2,9 +2,10 @@
 its cold start checked, every step under the GPU lease (harness/measurement/step_clock.py), every operator under
 a reservation of the GPU's memory (harness/processes/memory_ledger.py).
 
-The cold-start checks run in a small pool beside the next candidates (`RunConfig.cold_start_pool`); with a pool
-of one each runs at once, in this thread, as it always did. Results are written by this thread and the pool's,
-so both take `ChildState.lock` to change them or to save.
+The cold-start checks run in a small pool beside the next candidates (`RunConfig.cold_start_pool`) where the
+schedule planned room for them (`RunConfig.cold_start_beside`); otherwise, and on a CPU, each runs at once, in this
+thread. Results are written by this thread and the pool's, so both take `ChildState.lock` to change them or to
+save.
 """
 from __future__ import annotations
 
@@ -45,10 +46,11 @@ class ChildState:
 
 
 class ColdStartPool:
-    """Cold-start checks `size` at a time; `size` 1: each in the calling thread, before `submit` returns."""
+    """Cold-start checks `size` at a time beside the caller; not `beside`: each in the calling thread, before
+    `submit` returns."""
 
-    def __init__(self, size: int):
-        self._pool = ThreadPoolExecutor(size, thread_name_prefix="adaln-bench-cold") if size > 1 else None
+    def __init__(self, size: int, beside: bool):
+        self._pool = ThreadPoolExecutor(size, thread_name_prefix="adaln-bench-cold") if beside else None
         self._pending: list[Future] = []
 
     def submit(self, check: Callable[[], object], done: Callable[[object], None]) -> None:
@@ -73,7 +75,9 @@ def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, st
     from adaln_bench.harness.processes.claims import claim
     from adaln_bench.ops.registry import get_operator
 
-    pool = ColdStartPool(spec.config.cold_start_pool if device.type == "cuda" else 1)
+    on_gpu = device.type == "cuda"
+    pool = ColdStartPool(spec.config.cold_start_pool if on_gpu else 1,
+                         beside=on_gpu and (spec.config.cold_start_beside or spec.config.cold_start_pool > 1))
     ledger = ledger_for(spec.lease_dir, spec.lease_key, spec.config.memory_budget_bytes)
     try:
         index = 0

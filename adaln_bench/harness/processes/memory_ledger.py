@@ -3,10 +3,10 @@
 What an operator's steps need differs a thousandfold (adaln_row_gather's probe batch is about 16 GiB of tensors,
 timestep_sinusoid's a few MiB), and a mode shared by several children hands its operators out as they come, so
 memory is given per operator at run time rather than per child when the run starts: before a child measures an
-operator it reserves STEP_COPIES times the bytes of that operator's largest step, and a cold-start check the
-same at its own rows. A reservation waits while the GPU's reservations would pass the budget, unless nothing
-else is reserved (one is always let through, however large). The budget is what harness/assembly/schedule.py
-leaves of the free memory once every process's CUDA context is counted.
+operator it reserves STEP_COPIES times the bytes of that operator's largest step (a cold-start check reserves
+nothing: the schedule counts the same at its rows up front). A reservation waits while the GPU's reservations
+would pass the budget, unless nothing else is reserved (one is always let through, however large). The budget is
+what harness/assembly/schedule.py leaves of the free memory once every process's CUDA context is counted.
 
 The ledger is a JSON file of reservations guarded by `fcntl.flock`, in the run's work directory; an entry of a
 process that died is dropped when read. A reservation is never asked for while the GPU's lease is held, so a

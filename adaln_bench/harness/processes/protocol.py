@@ -59,8 +59,10 @@ class RunConfig(BaseModel):
     # How the children of one GPU share it (harness/assembly/schedule.py). `run --serial`: every step takes the
     # lease exclusive.
     serial: bool = False
-    # Cold-start checks at once beside the next candidates; 1: one after another.
+    # Cold-start checks at once; they run beside the child's next candidates where the schedule planned their
+    # processes and memory (`cold_start_beside`), else the child waits for each (a pool of one: one after another).
     cold_start_pool: int = Field(default=1, ge=1)
+    cold_start_beside: bool = False
     # The GPU lease (harness/processes/gpu_lease.py): None on CUDA only; True also on a CPU (the tests' fake GPU).
     lease: Optional[bool] = None
     # Bytes of each GPU's memory that the run's steps may reserve at once (harness/processes/memory_ledger.py);
