@@ -126,6 +126,20 @@ def graph_of(fn, calls):
     return g
 
 
+def paired_rounds(graphs, rounds, calls):
+    """µs per call of each graph (of `calls` calls), all graphs once a round in the same order, `rounds` rounds."""
+    times = {n: [] for n in graphs}
+    for _ in range(rounds):
+        for n, gr in graphs.items():
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            gr.replay()
+            b.record()
+            b.synchronize()
+            times[n].append(a.elapsed_time(b) * 1000 / calls)
+    return times
+
+
 def timing(ps, sizes, dev, rounds, lib):
     rows = []
     for t in sizes:
@@ -155,15 +169,7 @@ def timing(ps, sizes, dev, rounds, lib):
         row = {"T": t}
         for kind, make in (("fwd", fwd), ("fwd_bwd", step)):
             graphs = {n: graph_of(make(n), calls) for n in fns}
-            times = {n: [] for n in fns}
-            for _ in range(rounds):
-                for n, gr in graphs.items():
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    gr.replay()
-                    b.record()
-                    b.synchronize()
-                    times[n].append(a.elapsed_time(b) * 1000 / calls)
+            times = paired_rounds(graphs, rounds, calls)
             ratios = [o / s for o, s in zip(times["ours"], times["stock"])]
             row[kind] = {"ours_us": statistics.median(times["ours"]), "stock_us": statistics.median(times["stock"]),
                          "ratio": statistics.median(ratios)}
@@ -204,15 +210,7 @@ def fusion(ps, sizes, dev, rounds):
 
         fns = {"mlp": mlp_only, "sinusoid+mlp": both, "sinusoid": sinusoid_only}
         graphs = {n: graph_of(f, calls) for n, f in fns.items()}
-        times = {n: [] for n in fns}
-        for _ in range(rounds):
-            for n, gr in graphs.items():
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                gr.replay()
-                b.record()
-                b.synchronize()
-                times[n].append(a.elapsed_time(b) * 1000 / calls)
+        times = paired_rounds(graphs, rounds, calls)
         med = {n: statistics.median(v) for n, v in times.items()}
         saved = [b_ - m for b_, m in zip(times["sinusoid+mlp"], times["mlp"])]
         rows.append({"T": t, **{f"{n}_us": v for n, v in med.items()}, "most_saved_us": statistics.median(saved),
@@ -290,17 +288,7 @@ def variants(ps, sizes, dev, lib, rounds):
             same = all(torch.equal(a, b) for a, b in zip(got, base))
             res = {"T": t, "variant": v, "same_bits": bool(same)}
             for kind, fn in (("fwd", fwd), ("fwd_bwd", step)):
-                gr = graph_of(fn, 3)
-                ts = []
-                for _ in range(rounds):
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    gr.replay()
-                    b.record()
-                    b.synchronize()
-                    ts.append(a.elapsed_time(b) * 1000 / 3)
-                res[kind] = statistics.median(ts)
-                del gr
+                res[kind] = statistics.median(paired_rounds({kind: graph_of(fn, 3)}, rounds, 3)[kind])
             rows.append(res)
         lib.set_large_variant(0)
     return rows
