@@ -76,8 +76,7 @@ def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, st
     from adaln_bench.ops.registry import get_operator
 
     on_gpu = device.type == "cuda"
-    pool = ColdStartPool(spec.config.cold_start_pool if on_gpu else 1,
-                         beside=on_gpu and (spec.config.cold_start_beside or spec.config.cold_start_pool > 1))
+    pool = ColdStartPool(spec.config.cold_start_pool if on_gpu else 1, beside=on_gpu and spec.config.cold_start_beside)
     ledger = ledger_for(spec.lease_dir, spec.lease_key, spec.config.memory_budget_bytes)
     try:
         index = 0
