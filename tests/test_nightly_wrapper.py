@@ -2,6 +2,7 @@
 must not hold the call's output open (else the device call waits for the job up to its limit)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -14,8 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICE = ROOT / "tools" / "device"
-sys.path.insert(0, str(DEVICE))
-import pick_wheels  # noqa: E402
+_spec = importlib.util.spec_from_file_location("pick_wheels", DEVICE / "pick_wheels.py")
+pick_wheels = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pick_wheels)  # a tool, not a package module: loaded from its file, sys.path untouched
 
 
 def wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any") -> Path:
