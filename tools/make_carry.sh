@@ -29,10 +29,13 @@ extras() {  # the wheels of tools/slim/carry-extras.lock, hash-checked, into bui
   python3 -m pip download -q --no-deps --only-binary=:all: --require-hashes -d build/carry-extras \
     -r tools/slim/carry-extras.lock
 }
-step_whl() {
+fresh() {  # NAME: .carry/NAME empty, SGLang's set and the extras at hand to fill it from
   [ -d "$CARRY/sglang-kernels/whl" ] || step_sglang_kernels
   extras
-  rm -rf "$CARRY/whl" && mkdir -p "$CARRY/whl"
+  rm -rf "${CARRY:?}/$1" && mkdir -p "$CARRY/$1"
+}
+step_whl() {
+  fresh whl
   local name
   for name in pydantic- pydantic_core- annotated_types- typing_inspection- diffusers- importlib_metadata-; do
     cp "$CARRY"/sglang-kernels/whl/"$name"*.whl "$CARRY/whl/"
@@ -40,15 +43,11 @@ step_whl() {
   cp build/carry-extras/nvidia_cutlass-*.whl "$CARRY/whl/"
 }
 step_night() {
-  [ -d "$CARRY/sglang-kernels/whl" ] || step_sglang_kernels
-  extras
-  rm -rf "$CARRY/night" && mkdir -p "$CARRY/night"
+  fresh night
   cp "$CARRY"/sglang-kernels/whl/sglang-*0slimkernels*.whl build/carry-extras/liger_kernel-*.whl "$CARRY/night/"
 }
 step_solo() {
-  [ -d "$CARRY/sglang-kernels/whl" ] || step_sglang_kernels
-  extras
-  rm -rf "$CARRY/solo" && mkdir -p "$CARRY/solo"
+  fresh solo
   cp "$CARRY"/sglang-kernels/whl/*.whl build/carry-extras/liger_kernel-*.whl "$CARRY/solo/"
 }
 step_kernel_cache() {
