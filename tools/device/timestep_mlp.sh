@@ -8,7 +8,7 @@
 #             CHECK_ARGS="--fusion 1,3,4 --fusion-only": only what fusing timestep_sinusoid into the MLP could save)
 #   CHECK_ALT=DEF1,DEF2  the same check on the library built with those defines (an experiment; prebuilt and carried)
 #   TESTS=1   pytest tests/gpu/test_timestep_mlp_gpu.py (TESTS_TIMEOUT seconds, default 240)
-#   REPORT=1  adaln-bench run --op timestep_mlp --mode plain: the full report, $OUT/timestep_mlp.h200.<commit>.h3.plain.json
+#   REPORT=1  adaln-bench run --op timestep_mlp --mode plain: the full report, $OUT/timestep_mlp.<gpu>.<commit>.h3.plain.json
 #             (ADALN_BENCH_COMMIT: the commit to record; the copy there may have no usable .git)
 #   KB=1      adaln-bench kernel-bench --op timestep_mlp, 3 timed processes and one that checks bits, as
 #             $OUT/kernel_bench.timestep_mlp.<commit>.{json,md} (KB_ARGS: more options; KB_TIMEOUT seconds, default 300)
@@ -42,7 +42,8 @@ if [ -n "${TESTS:-}" ]; then
   tail -n 8 "$OUT/logs/tests.log"
 fi
 if [ -n "${REPORT:-}" ]; then
-  name="timestep_mlp.h200.${ADALN_BENCH_COMMIT:-unknown}.h3.plain"
+  gpu=$(python3 -c "import torch; from adaln_bench.reports.current import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
+  name="timestep_mlp.${gpu:-unknown}.${ADALN_BENCH_COMMIT:-unknown}.h3.plain"
   step report 500 python3 -m adaln_bench run --device cuda --op timestep_mlp --mode plain --out "$OUT/$name.json"
   grep -v '^\[' "$OUT/logs/report.log" | tail -c 2000
 fi
