@@ -74,13 +74,11 @@ step_megatron() {
   python3 tools/stage_megatron.py pack --out "$CARRY/megatron"
 }
 
+ALL=(frameworks sglang-kernels whl night solo megatron kernel-cache)
 steps=("$@")
-[ "${steps[0]}" = all ] && steps=(frameworks sglang-kernels whl night solo megatron kernel-cache)
-for s in "${steps[@]}"; do
-  case "$s" in
-    frameworks | sglang-kernels | whl | night | solo | kernel-cache | megatron) ;;
-    *) echo "make_carry.sh: no step $s (frameworks, sglang-kernels, whl, night, solo, kernel-cache, megatron, all)" >&2; exit 2 ;;
-  esac
+[ "${steps[0]}" = all ] && steps=("${ALL[@]}")
+for s in "${steps[@]}"; do  # every name checked before any step runs
+  declare -F "step_${s//-/_}" > /dev/null || { echo "make_carry.sh: no step $s (${ALL[*]}, all)" >&2; exit 2; }
 done
 for s in "${steps[@]}"; do
   echo "== $s"
