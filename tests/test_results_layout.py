@@ -159,3 +159,26 @@ def test_publish_reads_history_too_and_marks_the_current_reports():
     collected = collect([folder, history])
     assert {l.path for l in collected.reports} == set(folder.glob("*.json")) | set(history.glob("*.json"))
     assert collected.current == set(folder.glob("*.json"))
+
+
+def test_a_local_cpu_run_under_results_is_no_part_of_the_answer(tmp_path):
+    # The README's quick start writes its CPU reports to results/cpu/ (git-ignored); the test command run after
+    # it in the same checkout must still find results/README.md current and the layout clean.
+    from adaln_bench.reports.summary import summary_markdown
+
+    results = tmp_path / "results"
+    op = results / "h200" / "timestep_sinusoid"
+    op.mkdir(parents=True)
+    report = committed("timestep_sinusoid.h200.f51093c.h3.plain.json")
+    shutil.copy(report, op / report.name)
+    before = summary_markdown(results, repo=ROOT)
+    local = results / "cpu" / "timestep_sinusoid"
+    local.mkdir(parents=True)
+    shutil.copy(report, local / "timestep_sinusoid.cpu.0000000.tiny.json")
+    (results / "cpu" / "runs").mkdir()
+    (results / "cpu" / "runs" / "run.cpu.0000000.tiny.json").write_text("{}\n")
+    assert current_reports(results) == [op / report.name]
+    assert layout_problems(results, repo=ROOT) == []
+    assert summary_markdown(results, repo=ROOT) == before
+    # named on its own, the folder is read as any other
+    assert current_reports(results / "cpu") == [local / "timestep_sinusoid.cpu.0000000.tiny.json"]

@@ -158,14 +158,20 @@ def in_evidence(path: Path, root: Path) -> bool:
     return EVIDENCE in path.relative_to(root).parts[:-1]
 
 
+def in_local_runs(path: Path, root: Path) -> bool:
+    """True for a file under `root`/cpu/: where `adaln-bench run` writes without a GPU (git-ignored). A local
+    smoke run is never part of the committed answer, so a results folder scanned whole leaves it out."""
+    return path.relative_to(root).parts[0] == gpu_slug(None)
+
+
 def report_paths(paths: Iterable[Path]) -> list[Path]:
-    """Every *.json under each folder (recursively, in name order, evidence folders left out) and each file as
-    given."""
+    """Every *.json under each folder (recursively, in name order, evidence folders and local CPU runs left out)
+    and each file as given."""
     found: dict[Path, None] = {}
     for p in paths:
         p = Path(p)
         for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p]):
-            if not (p.is_dir() and in_evidence(f, p)):
+            if not (p.is_dir() and (in_evidence(f, p) or in_local_runs(f, p))):
                 found[f] = None
     return list(found)
 
@@ -330,7 +336,7 @@ def layout_problems(results: Path, repo: Optional[Path] = None) -> list[str]:
     reports = {f.path for f in all_facts}
     for path in sorted(p for p in results.rglob("*") if p.is_file()):
         rel = path.relative_to(results)
-        if path in reports or rel == Path("README.md"):
+        if path in reports or rel == Path("README.md") or in_local_runs(path, results):
             continue
         if in_evidence(path, results):
             if len(rel.parts) < 4 or rel.parts[1] != EVIDENCE:
