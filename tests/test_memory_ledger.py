@@ -1,65 +1,76 @@
-"""The GPU memory ledger: reservations within the budget go at once, one past it waits for a release, an empty
-ledger lets any one through, a dead process's reservation is dropped, and two children whose operators do not
-fit together measure them one after the other."""
+"""The GPU memory ledger: holds within the budget go at once, one past it fits once memory is released, an empty
+ledger lets any one through, a dead process's entries are dropped, an aged want keeps its bytes free, and two
+children whose operators do not fit together measure them one after the other."""
 import json
 import subprocess
 import sys
-import threading
-import time
 
-from adaln_bench.harness.processes.memory_ledger import MemoryLedger, NoLedger, ledger_for
+from adaln_bench.harness.processes.memory_ledger import WANT_AGING_S, MemoryLedger, NoLedger, ledger_for
 
 GIB = 1 << 30
 
 
-def test_reservations_within_the_budget_are_granted_at_once_and_released(tmp_path):
+def test_holds_within_the_budget_are_granted_and_released(tmp_path):
     ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB)
-    with ledger.reserve(4 * GIB) as waited_a, ledger.reserve(6 * GIB) as waited_b:
-        assert waited_a < 0.5 and waited_b < 0.5
-        assert sorted(ledger.held().values()) == [4 * GIB, 6 * GIB]
+    a, b = ledger.try_hold(4 * GIB), ledger.try_hold(6 * GIB)
+    assert a and b and sorted(ledger.held().values()) == [4 * GIB, 6 * GIB]
+    assert ledger.try_hold(1) is None  # 4 + 6 + 1 byte > 10 GiB
+    ledger.release(a)
+    ledger.release(b)
     assert ledger.held() == {}
 
 
-def test_a_reservation_past_the_budget_waits_for_a_release(tmp_path):
-    ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB, poll_s=0.01)
-    waited = []
-
-    def second() -> None:
-        with ledger.reserve(6 * GIB) as w:
-            waited.append(w)
-
-    with ledger.reserve(6 * GIB):
-        thread = threading.Thread(target=second)
-        thread.start()
-        time.sleep(0.4)
-        assert waited == []  # still waiting: 6 + 6 > 10
-    thread.join(timeout=10)
-    assert len(waited) == 1 and waited[0] >= 0.35
+def test_a_hold_past_the_budget_fits_once_memory_is_released(tmp_path):
+    ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB)
+    first = ledger.try_hold(6 * GIB)
+    assert ledger.try_hold(6 * GIB) is None
+    ledger.release(first)
+    assert ledger.try_hold(6 * GIB) is not None
 
 
-def test_an_empty_ledger_lets_any_reservation_through(tmp_path):
+def test_an_empty_ledger_lets_any_hold_through(tmp_path):
     ledger = MemoryLedger(tmp_path, "gpu0", 1 * GIB)
-    with ledger.reserve(50 * GIB) as waited:
-        assert waited < 0.5
-        assert list(ledger.held().values()) == [50 * GIB]
+    assert ledger.try_hold(50 * GIB) is not None
+    assert list(ledger.held().values()) == [50 * GIB]
 
 
 def test_a_dead_process_reservation_is_dropped(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait(timeout=60)
     ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB)
-    ledger.path.write_text(json.dumps({f"{gone.pid}:dead": [gone.pid, 10 * GIB]}))
-    with ledger.reserve(8 * GIB) as waited:
-        assert waited < 0.5
-        assert list(ledger.held().values()) == [8 * GIB]
+    ledger.path.write_text(json.dumps({f"{gone.pid}:dead": [gone.pid, 10 * GIB],
+                                       f"{gone.pid}:want": [gone.pid, 10 * GIB, 0.0]}))
+    assert ledger.try_hold(8 * GIB) is not None
+    assert list(ledger.held().values()) == [8 * GIB]
+
+
+def test_an_aged_want_keeps_its_bytes_from_others_but_not_from_itself(tmp_path):
+    clock = [100.0]
+    ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB, now=lambda: clock[0])
+    ledger.try_hold(3 * GIB)  # someone's light operator
+    heavy = ledger.want(8 * GIB)  # a child waiting for 8 GiB: 3 + 8 > 10
+    assert len(ledger.held()) == 1  # a want is not held
+    light = ledger.try_hold(2 * GIB)  # the want is fresh: a lighter one still goes in beside it
+    assert light is not None
+    ledger.release(light)
+    clock[0] += WANT_AGING_S
+    assert ledger.try_hold(2 * GIB) is None  # aged: 3 + 2 + 8 > 10, the 2 GiB would delay it
+    assert ledger.try_hold(2 * GIB, want=heavy) is not None  # the waiting child's own hold is not kept out
+    # Of two aged wants only the oldest is kept free, and never from the older one.
+    older = ledger.want(1 * GIB, since=0.0)
+    assert ledger.try_hold(1 * GIB, want=heavy) is not None  # 3 + 2 + 1 + 1 (older's) <= 10
+    assert ledger.try_hold(4 * GIB, want=heavy) is None  # 3 + 2 + 1 + 4 + 1 (older's) > 10
+    assert ledger.try_hold(4 * GIB, want=older) is not None  # 3 + 2 + 1 + 4 <= 10: heavy's newer want not kept
+    ledger.release(heavy)
+    ledger.release(older)
+    assert ledger.try_hold(1) is None  # the holds fill the budget
 
 
 def test_no_ledger_without_a_folder_key_or_budget(tmp_path):
     assert isinstance(ledger_for(None, "gpu0", GIB), NoLedger)
     assert isinstance(ledger_for(str(tmp_path), "gpu0", None), NoLedger)
     assert isinstance(ledger_for(str(tmp_path), "gpu0", GIB), MemoryLedger)
-    with NoLedger().reserve(GIB) as waited:
-        assert waited == 0.0
+    assert NoLedger().try_hold(100 * GIB) is not None
 
 
 def test_two_children_whose_operators_do_not_fit_together_take_turns(tmp_path, monkeypatch):
@@ -93,7 +104,6 @@ def test_two_children_whose_operators_do_not_fit_together_take_turns(tmp_path, m
 
 def test_each_gpu_has_its_own_ledger(tmp_path):
     # --gpus 0,1: the same budget on each GPU, reserved apart (the key is the lease's, one per GPU).
-    gpu0, gpu1 = MemoryLedger(tmp_path, "gpu0", 10 * GIB, poll_s=0.01), MemoryLedger(tmp_path, "gpu1", 10 * GIB)
-    with gpu0.reserve(8 * GIB), gpu1.reserve(8 * GIB) as waited:
-        assert waited < 0.5
-        assert list(gpu0.held().values()) == [8 * GIB] and list(gpu1.held().values()) == [8 * GIB]
+    gpu0, gpu1 = MemoryLedger(tmp_path, "gpu0", 10 * GIB), MemoryLedger(tmp_path, "gpu1", 10 * GIB)
+    assert gpu0.try_hold(8 * GIB) is not None and gpu1.try_hold(8 * GIB) is not None
+    assert list(gpu0.held().values()) == [8 * GIB] and list(gpu1.held().values()) == [8 * GIB]

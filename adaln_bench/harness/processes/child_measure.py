@@ -1,6 +1,7 @@
 """What a mode's child measures once its mode is on: every operator it claims, each candidate built, measured and
 its cold start checked, every step under the GPU lease (harness/measurement/step_clock.py), every operator under
-a reservation of the GPU's memory (harness/processes/memory_ledger.py).
+a reservation of the GPU's memory (harness/processes/memory_ledger.py), taken in the order
+harness/processes/next_operator.py gives.
 
 The cold-start checks run in a small pool beside the next candidates (`RunConfig.cold_start_pool`) where the
 schedule planned room for them (`RunConfig.cold_start_beside`); otherwise, and on a CPU, each runs at once, in this
@@ -16,6 +17,7 @@ from typing import Callable, Optional
 from adaln_bench.harness.processes.candidate_run import cold_start_of, cold_start_path, measure_one, report_name
 from adaln_bench.harness.processes.gpu_lease import lease_for
 from adaln_bench.harness.processes.memory_ledger import ledger_for, operator_reservation
+from adaln_bench.harness.processes.next_operator import OperatorQueue
 from adaln_bench.harness.processes.protocol import ChildSpec
 from adaln_bench.harness.measurement.step_clock import BUILD, COLD_START, StepClock
 
@@ -72,23 +74,24 @@ class ColdStartPool:
 
 def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, state: ChildState, forks,
                 clock: StepClock) -> None:
-    from adaln_bench.harness.processes.claims import claim
     from adaln_bench.ops.registry import get_operator
 
     on_gpu = device.type == "cuda"
     pool = ColdStartPool(spec.config.cold_start_pool if on_gpu else 1, beside=on_gpu and spec.config.cold_start_beside)
     ledger = ledger_for(spec.lease_dir, spec.lease_key, spec.config.memory_budget_bytes)
+    # Memory is taken before any lease (memory_ledger.py); the queue skips what another part of the mode claimed.
+    queue = OperatorQueue(spec.work, lambda op: operator_reservation(get_operator(op), spec.config.shape,
+                                                                     spec.config.quick),
+                          ledger, spec.claims_dir, spec.claimant or spec.mode)
     try:
         index = 0
-        for work in spec.work:
-            if spec.claims_dir is not None and not claim(spec.claims_dir, work.op, spec.claimant or spec.mode):
-                continue  # another part of this mode measures it
-            op = get_operator(work.op)
-            reservation = operator_reservation(op, spec.config.shape, spec.config.quick)
-            with ledger.reserve(reservation) as waited:  # taken before any lease: memory_ledger.py
-                clock.add(BUILD, waited=waited)
-                index = _measure_operator(spec, op, work, device, switch, results, inputs, state, forks, clock,
-                                          pool, index)
+        while (taken := queue.take()) is not None:
+            try:
+                clock.add(BUILD, waited=taken.waited_s)
+                index = _measure_operator(spec, get_operator(taken.work.op), taken.work, device, switch, results,
+                                          inputs, state, forks, clock, pool, index)
+            finally:
+                queue.done(taken)
     finally:
         pool.close()
 

@@ -4,8 +4,9 @@ What an operator's steps need differs a thousandfold (adaln_row_gather's probe b
 timestep_sinusoid's a few MiB), and a mode shared by several children hands its operators out as they come, so
 memory is given per operator at run time rather than per child when the run starts: before a child measures an
 operator it reserves STEP_COPIES times the bytes of that operator's largest step (a cold-start check reserves
-nothing: the schedule counts the same at its rows up front). A reservation waits while the GPU's reservations
-would pass the budget, unless nothing else is reserved (one is always let through, however large). The budget is
+nothing: the schedule counts the same at its rows up front). A reservation does not fit while the GPU's
+reservations would pass the budget, unless nothing else is reserved (one is always let through, however large);
+a child then takes a lighter operator that fits, or waits (harness/processes/next_operator.py). The budget is
 what harness/assembly/schedule.py leaves of the free memory once every process's CUDA context is counted.
 
 The ledger is a JSON file of reservations guarded by `fcntl.flock`, in the run's work directory; an entry of a
@@ -26,6 +27,8 @@ from typing import Iterator, Optional
 # Tensors alive at once over one step's declared bytes (inputs, outputs, gradients, the FP64 copy): on the H200
 # norm_modulate's child reserved 2.7 times its step (results/h200/evidence/scheduling/7265eca/).
 STEP_COPIES = 3
+# How long a child waits for memory before lighter operators may no longer be taken in its way.
+WANT_AGING_S = 15.0
 LEDGER_SUFFIX = ".memory.json"
 LOCK_SUFFIX = ".memory.lock"
 
@@ -57,12 +60,19 @@ def _alive(pid: int) -> bool:
 
 
 class MemoryLedger:
-    """The reservations of one GPU (`key`, e.g. "gpu0") in `folder`, against `budget_bytes`."""
+    """The reservations of one GPU (`key`, e.g. "gpu0") in `folder`, against `budget_bytes`.
 
-    def __init__(self, folder: Path, key: str, budget_bytes: int, poll_s: float = 0.05):
+    An entry is a hold, `[pid, bytes]`, or a want, `[pid, bytes, since]`: a child that found nothing of its list
+    fitting and waits. A want that has waited WANT_AGING_S keeps its bytes free: no other child may then take a
+    hold that would leave it too little once the current holds end, so lighter operators taken beside it cannot
+    starve a heavy one for long. Only the oldest such want counts, and never against its own child.
+    """
+
+    def __init__(self, folder: Path, key: str, budget_bytes: int, poll_s: float = 0.05,
+                 now=time.monotonic):
         self.path = Path(folder) / f"{key}{LEDGER_SUFFIX}"
         self.lock_path = Path(folder) / f"{key}{LOCK_SUFFIX}"
-        self.budget_bytes, self.poll_s = int(budget_bytes), poll_s
+        self.budget_bytes, self.poll_s, self.now = int(budget_bytes), poll_s, now
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict]:
@@ -81,39 +91,63 @@ class MemoryLedger:
         finally:
             os.close(fd)
 
+    @staticmethod
+    def _token() -> str:
+        return f"{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
     def held(self) -> dict[str, int]:
-        """Bytes reserved now, by token (pid:random)."""
+        """Bytes reserved now, by token (pid:random); wants are not held."""
         with self._locked() as entries:
-            return {token: int(e[1]) for token, e in entries.items()}
+            return {token: int(e[1]) for token, e in entries.items() if len(e) == 2}
 
-    def _try(self, token: str, nbytes: int) -> bool:
+    def _kept_free(self, entries: dict, want: Optional[str]) -> int:
+        """Bytes kept for the oldest aged want, unless it is `want` or `want` is older."""
+        now = self.now()
+        aged = sorted((e[2], int(e[1])) for token, e in entries.items()
+                      if len(e) == 3 and token != want and now - e[2] >= WANT_AGING_S)
+        if not aged:
+            return 0
+        mine = entries.get(want) if want is not None else None
+        since, nbytes = aged[0]
+        return 0 if mine is not None and mine[2] <= since else nbytes
+
+    def try_hold(self, nbytes: int, want: Optional[str] = None) -> Optional[str]:
+        """Hold `nbytes` of the budget if it fits now: the token to `release`; None where it does not fit. `want`:
+        the caller's own want, which does not count against it."""
         with self._locked() as entries:
-            used = sum(int(e[1]) for e in entries.values())
-            if entries and used + nbytes > self.budget_bytes:
-                return False
-            entries[token] = [os.getpid(), nbytes]
-            return True
+            holds = [int(e[1]) for e in entries.values() if len(e) == 2]
+            if holds and sum(holds) + int(nbytes) + self._kept_free(entries, want) > self.budget_bytes:
+                return None
+            token = self._token()
+            entries[token] = [os.getpid(), int(nbytes)]
+            return token
 
-    @contextlib.contextmanager
-    def reserve(self, nbytes: int) -> Iterator[float]:
-        """Hold `nbytes` of the budget; yields the seconds waited for it."""
-        token = f"{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        started = time.monotonic()
-        while not self._try(token, int(nbytes)):
-            time.sleep(self.poll_s)
-        try:
-            yield time.monotonic() - started
-        finally:
-            with self._locked() as entries:
-                entries.pop(token, None)
+    def want(self, nbytes: int, since: Optional[float] = None) -> str:
+        """Say this child waits for `nbytes` (since `since`, default now); the token to `release`."""
+        with self._locked() as entries:
+            token = self._token()
+            entries[token] = [os.getpid(), int(nbytes), self.now() if since is None else since]
+            return token
+
+    def release(self, token: str) -> None:
+        """End a hold or a want."""
+        with self._locked() as entries:
+            entries.pop(token, None)
 
 
 class NoLedger:
-    """A run without one (a CPU run, --serial, or a free memory that could not be read)."""
+    """A run without one (a CPU run, --serial, or a free memory that could not be read): everything fits."""
 
-    @contextlib.contextmanager
-    def reserve(self, nbytes: int) -> Iterator[float]:
-        yield 0.0
+    poll_s = 0.05
+
+    def try_hold(self, nbytes: int, want: Optional[str] = None) -> Optional[str]:
+        return "none"
+
+    def want(self, nbytes: int, since: Optional[float] = None) -> str:
+        return "none"
+
+    def release(self, token: str) -> None:
+        pass
 
 
 def ledger_for(folder: Optional[str], key: Optional[str], budget_bytes: Optional[int]):
