@@ -145,3 +145,21 @@ def test_no_notes_or_docs_are_shipped_as_package_data():
     data = read_toml(ROOT / "pyproject.toml")
     patterns = [p for pats in data["tool"]["setuptools"]["package-data"].values() for p in pats]
     assert patterns and not [p for p in patterns if p.endswith((".md", ".txt", ".rst"))]
+
+
+def test_run_time_splits_a_step_trace_into_exclusive_shared_only_and_idle_seconds():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools/device/run_time.py"
+    spec = importlib.util.spec_from_file_location("run_time", path)
+    run_time = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_time)
+
+    def step(start, end, exclusive=False):
+        return {"start": start, "end": end, "exclusive": exclusive}
+
+    # 0-4: two shared steps, then one (6 process-s); 4-5 idle; 5-7 latency; 7-8 one shared step (1 process-s).
+    t = run_time.timeline([step(0, 4), step(0, 2), step(5, 7, True), step(7, 8)])
+    assert (t["span_s"], t["exclusive_s"], t["shared_only_s"], t["idle_s"]) == (8, 2, 5, 1)
+    assert t["shared_overlap"] == (4 + 2 + 1) / 5
+    assert run_time.timeline([])["span_s"] == 0.0

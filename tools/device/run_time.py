@@ -1,5 +1,8 @@
 """Where a run's time went, from its run index: wall, phases, GPU-exclusive seconds, waits, and per mode its
-children and the most GPU memory one of them reserved. `python3 tools/device/run_time.py RUN_INDEX.json ...`"""
+children and the most GPU memory one of them reserved. With `--trace STEPS.jsonl` (the run's
+ADALN_BENCH_STEP_TRACE), the trace's span split into seconds some exclusive step held the GPU, seconds only
+shared steps ran (and how many at once on average), and seconds no step ran.
+`python3 tools/device/run_time.py [--trace STEPS.jsonl] RUN_INDEX.json ...`"""
 from __future__ import annotations
 
 import json
@@ -24,10 +27,50 @@ def show(path: str) -> None:
     print(f"  modes: {', '.join(index.get('modes') or [])}; reports: {len(index.get('reports') or {})}")
 
 
+def timeline(steps: list[dict]) -> dict:
+    """The trace's span (first start to last end) as exclusive, shared-only and idle seconds; `shared_overlap`: how
+    many shared steps ran at once on average while no exclusive one did."""
+    events = sorted([(s["start"], 1, s["exclusive"]) for s in steps] + [(s["end"], -1, s["exclusive"]) for s in steps],
+                    key=lambda e: (e[0], e[1]))
+    out = {"span_s": 0.0, "exclusive_s": 0.0, "shared_only_s": 0.0, "idle_s": 0.0}
+    running = {True: 0, False: 0}
+    shared_process_s = 0.0
+    last = events[0][0] if events else 0.0
+    for when, change, exclusive in events:
+        gap = when - last
+        if running[True]:
+            out["exclusive_s"] += gap
+        elif running[False]:
+            out["shared_only_s"] += gap
+            shared_process_s += gap * running[False]
+        else:
+            out["idle_s"] += gap
+        running[exclusive] += change
+        last = when
+    out["span_s"] = (events[-1][0] - events[0][0]) if events else 0.0
+    out["shared_overlap"] = shared_process_s / out["shared_only_s"] if out["shared_only_s"] else None
+    return out
+
+
+def show_trace(path: str) -> None:
+    with open(path, encoding="utf-8") as f:
+        steps = [json.loads(line) for line in f if line.strip()]
+    t = timeline(steps)
+    overlap = f"{t['shared_overlap']:.1f}" if t["shared_overlap"] else "-"
+    print(f"{path}: {len(steps)} steps over {t['span_s']:.1f} s: exclusive {t['exclusive_s']:.1f} s, shared only "
+          f"{t['shared_only_s']:.1f} s ({overlap} steps at once on average), idle {t['idle_s']:.1f} s")
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
+    if argv[0] == "--trace" and len(argv) >= 2:
+        try:
+            show_trace(argv[1])
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"{argv[1]}: {exc}", file=sys.stderr)
+        argv = argv[2:]
     for path in argv:
         try:
             show(path)
