@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The nightly's detached job, started by `nightly.sh start` from a copy of the tree ($NIGHT/tree): SGLang's
-# JIT kernel compiled once, the B200-draws accuracy reports (plain, --accuracy-only --draw-geometry b200), then the nightly itself
-# (`adaln-bench run --device cuda --repeat 3`, every operator and mode), stopped with SIGTERM once CAP
-# seconds have passed since the job started. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
+# JIT kernel compiled once, the nightly itself (`adaln-bench run --device cuda --repeat 3`, every operator and
+# mode, stopped with SIGTERM DRAWS_S seconds (default 90) before CAP), then the B200-draws accuracy reports (plain,
+# --accuracy-only --draw-geometry b200) in what is left of CAP seconds since the job started: the nightly is
+# the one that must not be cut short. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
 # SKIP_DRAWS=1 leaves the B200-draws run out. RUN_ARGS replaces the device options of both runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
 case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
 set -uo pipefail
@@ -26,26 +27,33 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
   > "$out/nvidia-smi.txt" 2>&1
 python3 -m adaln_bench env > "$out/env.txt" 2>&1
 
-# SGLang's JIT kernel is compiled once, into its cache, before any process of the run may want it at once.
+# SGLang's JIT kernel is compiled once, into its cache, before any process of the run may want it at once:
+# beside the nightly's start, since the sglang mode's children come after plain's and the recipe's (its one GPU
+# call is done in seconds, long before the first latency step).
 (timeout 150 python3 tools/device/sglang_kernels_check.py kernels > "$out/sglang-jit.log" 2>&1; \
   echo "exit $?" >> "$out/sglang-jit.log") &
 jit=$!
-draws_rc=skipped
-if [ -z "${SKIP_DRAWS:-}" ]; then
-  stamp "phase draws: plain, accuracy only, B200 draws"
-  timeout --signal=TERM 300 python3 -m adaln_bench run "${device[@]}" --mode plain --accuracy-only \
-    --draw-geometry b200 --out "$out/draws" > "$out/draws.log" 2>&1
-  draws_rc=$?
-  stamp "draws exit $draws_rc"
-fi
 
-wait "$jit"; stamp "SGLang's JIT kernels: $(tail -n 1 "$out/sglang-jit.log")"
-left=$(( CAP - ($(date +%s) - t0) ))
+# The nightly first, with all but DRAWS_S seconds of the cap: what is left after it goes to the draws run.
+left=$(( CAP - ($(date +%s) - t0) - ${DRAWS_S:-90} ))
 [ "$left" -lt 60 ] && left=60
 stamp "phase nightly: --repeat 3, every operator and mode, at most $left s"
 ADALN_BENCH_STEP_TRACE=$out/steps.jsonl timeout --signal=TERM --kill-after=60 "$left" \
   python3 -m adaln_bench run "${device[@]}" --repeat 3 "${megatron[@]}" --out "$out/night" > "$out/night.log" 2>&1
 night_rc=$?
 stamp "nightly exit $night_rc"
+wait "$jit"; stamp "SGLang's JIT kernels: $(tail -n 1 "$out/sglang-jit.log")"
+
+draws_rc=skipped
+if [ -z "${SKIP_DRAWS:-}" ]; then
+  left=$(( CAP - ($(date +%s) - t0) ))
+  [ "$left" -gt 300 ] && left=300
+  [ "$left" -lt 30 ] && left=30
+  stamp "phase draws: plain, accuracy only, B200 draws, at most $left s"
+  timeout --signal=TERM "$left" python3 -m adaln_bench run "${device[@]}" --mode plain --accuracy-only \
+    --draw-geometry b200 --out "$out/draws" > "$out/draws.log" 2>&1
+  draws_rc=$?
+  stamp "draws exit $draws_rc"
+fi
 echo "draws $draws_rc nightly $night_rc" > "$NIGHT/job.done"
 stamp "done"
