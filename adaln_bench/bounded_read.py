@@ -19,6 +19,14 @@ def one_line(text: str, limit: int = QUOTE_CHARS) -> str:
     return shown if len(shown) <= limit else shown[:limit - 1] + "…"
 
 
+REASON_CHARS = 240
+
+
+def reason_line(text: str) -> str:
+    """A reason (a child's error, perhaps several lines) on one line of at most REASON_CHARS characters."""
+    return one_line(" ".join(text.split()), REASON_CHARS)
+
+
 def read_limited(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (`what` it should be, for messages), or a UserError. The type is checked before
     opening (opening a FIFO waits for a writer), and again on the open file (it may have been swapped)."""

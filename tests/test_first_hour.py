@@ -186,6 +186,25 @@ def test_modes_that_never_started_say_not_started():
     assert lines == ["plain: started", "plain: interrupted after 0:00:05", "vllm: not started", "sglang: unavailable"]
 
 
+def test_a_mode_that_did_not_end_ok_says_why_on_its_last_line():
+    # A log may be all that comes back from a GPU machine: the reason goes there, on one line, shortened.
+    from adaln_bench.bounded_read import REASON_CHARS
+
+    now = [0.0]
+    progress, stream = _log_progress(["plain", "vllm.1", "sglang"], now)
+    for name in ("plain", "vllm.1"):
+        progress.update(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
+    now[0] += 11
+    progress.finish("plain", "ok", "ignored when ok")
+    progress.finish("vllm.1", "crashed", "torch.OutOfMemoryError: CUDA out of memory.\nTried to allocate 2 GiB")
+    progress.finish("sglang", "unavailable", "x" * 1000)
+    lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert lines[2:] == ["plain: ok after 0:00:11",
+                         "vllm.1: crashed after 0:00:11: torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                         "allocate 2 GiB",
+                         "sglang: unavailable: " + "x" * (REASON_CHARS - 1) + "…"]
+
+
 def test_a_log_gets_a_heartbeat_line_during_a_long_phase():
     from adaln_bench.commands.progress import HEARTBEAT_S
 

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
 from rich.text import Text
 
+from adaln_bench.bounded_read import reason_line
+
 PROBE_PHASE = "batch invariance"
 HEARTBEAT_S = 30.0  # in a log, the longest silence while a mode runs
 
@@ -146,7 +148,9 @@ class RunProgress:
                 fields["description"] = f"{mode}: starting"
             self._progress.update(self._tasks[mode], **fields)
 
-    def finish(self, mode: str, status: str) -> None:
+    def finish(self, mode: str, status: str, reason: Optional[str] = None) -> None:
+        """The mode's last line; a mode that did not end ok says why there (a log may be all that comes back)."""
+        why = f": {reason_line(reason)}" if reason and status != "ok" else ""
         with self._lock:
             state = self._states[mode]
             state.ended = self.now()
@@ -156,7 +160,7 @@ class RunProgress:
                 word = "not started" if status == "interrupted" else status
                 state.started = state.ended
                 self._progress.update(task, description=f"{mode}: {word}", completed=total, total=total)
-                self._line(f"{mode}: {word}")
+                self._line(f"{mode}: {word}{why}")
                 return
             self._progress.update(task, description=f"{mode}: {status}", completed=total, total=total)
-            self._line(f"{mode}: {status} after {clock(state.elapsed())}")
+            self._line(f"{mode}: {status} after {clock(state.elapsed())}{why}")

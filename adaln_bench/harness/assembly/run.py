@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, ContextManager, Optional
 
 from adaln_bench.draws.geometry import DrawGeometry
+from adaln_bench.bounded_read import reason_line
 from adaln_bench.errors import UserError
 from adaln_bench.harness.assembly.run_checks import check_file_names, warn_loader_variables
 from adaln_bench.shape import Shape
@@ -191,12 +192,14 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
 
             def done(key: str, outcome: ModeOutcome) -> None:
                 outcomes[key] = outcome
-                progress.finish(key, outcome.run.status)
+                progress.finish(key, outcome.run.status, outcome.run.reason)
 
             def repeated(rep: int, key: str, outcome: ModeOutcome) -> None:
                 if not quiet:
+                    why = f": {reason_line(outcome.run.reason)}" if outcome.run.reason and \
+                        outcome.run.status != "ok" else ""
                     print(f"adaln-bench: {key}: latency repetition {rep}/{repeats} {outcome.run.status} after "
-                          f"{outcome.run.wall_s or 0:.0f} s", file=sys.stderr)
+                          f"{outcome.run.wall_s or 0:.0f} s{why}", file=sys.stderr)
 
             # Repetition 1 in full on `runner`, then latency-only children in fresh processes, interleaved.
             run = RepeatedRun(options, repeats, lambda opts: runner if opts is options else

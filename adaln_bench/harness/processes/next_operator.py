@@ -2,12 +2,12 @@
 reservation fits the GPU's budget now (harness/processes/memory_ledger.py).
 
 The list is heaviest first, so the longest operators start early. A child whose next operator does not fit
-beside what the other children hold takes a lighter one that does, instead of waiting with its slot idle: on the
-H200 a child measuring adaln_row_gather holds 47 of the 64.5 GiB, and a claim that waited for memory behind it
-kept the other three children of the nightly's plain mode waiting too. Only where nothing left fits does the
-child wait, and it takes the first that fits once memory is released; a child that has waited a while keeps
-the memory it waits for from lighter operators (memory_ledger.py's wants), so a heavy one is not starved. The reservation is taken before the claim,
-so a claimed operator always has its memory; a claim lost to another part gives the reservation back.
+beside what the other children hold takes a lighter one that does, instead of waiting with its slot idle: a
+child measuring adaln_row_gather holds 47 of the H200's 64.5 GiB, and the other children's next heavy operators
+do not fit beside it, but their light ones do. Only where nothing left fits does the child wait, and it takes
+the first that fits once memory is released; a child that has waited a while keeps the memory it waits for from
+lighter operators (memory_ledger.py's wants), so a heavy one is not starved. The reservation is taken before the
+claim, so a claimed operator always has its memory; a claim lost to another part gives the reservation back.
 """
 from __future__ import annotations
 
