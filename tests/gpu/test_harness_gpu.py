@@ -35,3 +35,16 @@ def test_quick_cuda_run_of_plain_and_the_cublaslt_recipe(tmp_path):
         assert "cuBLAS path" in ref["what"]
         if mode == "plain":
             assert 0.9 < ref["fwd_ratio"] < 1.1 and 0.9 < ref["fwd_bwd_ratio"] < 1.1
+
+
+def test_the_run_index_gives_each_operators_peak_memory(tmp_path):
+    # What the memory ledger's reservation estimates, measured: per operator, the most a child reserved.
+    proc = run_cli("run", "--device", "cuda", "--preset", "small", "--quick", "--quiet", "--mode", "plain",
+                   "--op", "timestep_sinusoid", "--op", "gate_residual", "--candidate", "diffusers",
+                   "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    (index,) = (tmp_path / "runs").glob("run.*.json")
+    plain = json.loads(index.read_text())["time"]["modes"]["plain"]
+    by_op = plain["peak_memory_by_op"]
+    assert set(by_op) == {"timestep_sinusoid", "gate_residual"}
+    assert all(0 < b <= plain["peak_memory_bytes"] for b in by_op.values())

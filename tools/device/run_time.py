@@ -24,6 +24,9 @@ def show(path: str) -> None:
         peak = (m.get("peak_memory_bytes") or 0) / GIB
         print(f"  {mode:22s} children {m.get('children')}, {m.get('child_s')} s, exclusive "
               f"{m.get('gpu_exclusive_s')} s, peak {peak:.1f} GiB")
+        by_op = m.get("peak_memory_by_op") or {}
+        if by_op:
+            print("    peak per operator: " + ", ".join(f"{op} {b / GIB:.1f} GiB" for op, b in by_op.items()))
     print(f"  modes: {', '.join(index.get('modes') or [])}; reports: {len(index.get('reports') or {})}")
 
 

@@ -44,6 +44,8 @@ class StepTimes(BaseModel):
     waited_s: float = 0.0  # waiting for the lease, or for memory before an operator (memory_ledger.py)
     exclusive_s: float = 0.0  # held exclusive: the GPU to itself
     peak_memory_bytes: int | None = None  # the most the process's allocator reserved on its GPU
+    # The most it reserved while it measured each operator: what the memory ledger's reservation estimates.
+    peak_memory_by_op: Dict[str, int] = Field(default_factory=dict)
 
 
 class NoLease:
@@ -142,6 +144,12 @@ class StepClock:
             if other is not None:
                 t.waited_s = round(t.waited_s + other.waited_s, 3)
                 t.exclusive_s = round(t.exclusive_s + other.exclusive_s, 3)
+
+    def peak(self, op: str, nbytes: int) -> None:
+        """The most the process reserved while it measured `op`."""
+        with self._lock:
+            t = self.times
+            t.peak_memory_by_op = {**t.peak_memory_by_op, op: max(nbytes, t.peak_memory_by_op.get(op, 0))}
 
     def snapshot(self) -> StepTimes:
         with self._lock:

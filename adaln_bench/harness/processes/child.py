@@ -53,7 +53,7 @@ def _switch_and_measure(spec: ChildSpec, forks, publish: Callable[[ChildResult],
         result.inputs = dict(inputs)
         result.wall_s = round(time.monotonic() - started, 3)
         result.time = clock.snapshot()
-        result.time.peak_memory_bytes = peak_memory_bytes(device)
+        result.time.peak_memory_bytes = peak_memory_bytes(device, result.time.peak_memory_by_op)
         publish(result)
 
     state = ChildState(save)

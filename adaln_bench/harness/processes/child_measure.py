@@ -106,6 +106,8 @@ def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, 
     from adaln_bench.harness.measurement.input_fingerprint import input_fingerprint
     from adaln_bench.ops.draws import draw_params
 
+    if device.type == "cuda":  # from here the allocator's peak is this operator's (clock.peak, below)
+        torch.cuda.reset_peak_memory_stats()
     with clock.step(BUILD):
         params = draw_params(op, spec.config.shape, device)
         fingerprint = input_fingerprint(op, spec.config.shape, params, device)
@@ -125,6 +127,7 @@ def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, 
             torch.cuda.empty_cache()
     del params
     if device.type == "cuda":
+        clock.peak(op.name, int(torch.cuda.max_memory_reserved()))
         torch.cuda.empty_cache()
     return index
 
@@ -160,10 +163,11 @@ def _check_times(spec: ChildSpec, index: int):
         return None
 
 
-def peak_memory_bytes(device) -> Optional[int]:
-    """The most this process's allocator reserved on its GPU; None on a CPU."""
+def peak_memory_bytes(device, by_op: dict) -> Optional[int]:
+    """The most this process's allocator reserved on its GPU (the peak is reset before each operator, so also
+    the most of `by_op`); None on a CPU."""
     if device.type != "cuda":
         return None
     import torch
 
-    return int(torch.cuda.max_memory_reserved())
+    return max(int(torch.cuda.max_memory_reserved()), *by_op.values())
