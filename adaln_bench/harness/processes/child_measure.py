@@ -170,4 +170,4 @@ def peak_memory_bytes(device, by_op: dict) -> Optional[int]:
         return None
     import torch
 
-    return max(int(torch.cuda.max_memory_reserved()), *by_op.values())
+    return max([int(torch.cuda.max_memory_reserved()), *by_op.values()])
