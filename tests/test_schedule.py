@@ -48,19 +48,25 @@ def test_serial_and_unknown_memory_run_one_child():
     assert "unknown" in unknown.why and unknown.memory_budget_bytes is None
 
 
-def test_the_h3_nightly_on_an_h200_runs_four_children_beside_the_largest_operator():
-    # The whole family at h3: adaln_row_gather's probe batch decides the largest reservation. On the 139.3 GiB an
-    # H200 had free, a pool of three checks a child would leave less than that reservation; two leave room.
+def test_the_h3_nightly_on_an_h200_runs_three_children_beside_the_largest_operator():
+    # The whole family at h3: adaln_row_gather's probe batch decides the largest reservation, at its own measured
+    # step_copies. On the 139.3 GiB an H200 had free, a fourth child (or a pool of three checks) would leave less
+    # than that reservation; three children with two checks each leave room.
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.ops.registry import all_operators, get_operator
 
     ops = [get_operator(name) for name in all_operators()]
     largest, check = S.largest_step_bytes(ops, PRESETS["h3"], quick=False), S.check_bytes(ops, PRESETS["h3"])
-    assert largest == S.operator_reservation(get_operator("adaln_row_gather"), PRESETS["h3"], quick=False)
+    row_gather = get_operator("adaln_row_gather")
+    assert largest == S.operator_reservation(row_gather, PRESETS["h3"], quick=False)
+    assert largest == int(row_gather.step_copies * row_gather.cost(PRESETS["h3"], 131072).step_bytes)
     got = plan(int(139.3 * GIB), 16, largest, check)
-    assert (got.children_per_gpu, got.cold_start_pool) == (4, 2)
-    assert got.memory_budget_bytes == int(0.8 * int(139.3 * GIB) - 4 * (3 * S.CONTEXT_BYTES + 2 * check))
+    assert (got.children_per_gpu, got.cold_start_pool) == (3, 2)
+    assert got.memory_budget_bytes == int(0.8 * int(139.3 * GIB) - 3 * (3 * S.CONTEXT_BYTES + 2 * check))
     assert got.memory_budget_bytes >= largest
+    # An 80 GB H100 (78.7 GiB free) cannot hold that reservation beside a second child: one at a time.
+    h100 = plan(int(78.7 * GIB), 16, largest, check)
+    assert (h100.children_per_gpu, h100.cold_start_pool, h100.memory_budget_bytes) == (1, 1, None)
 
 
 def test_checks_are_counted_up_front():
@@ -87,7 +93,11 @@ def test_estimates_come_from_the_largest_operator_step():
     both = S.largest_step_bytes([small, big], shape, quick=False)
     assert both == S.largest_step_bytes([big], shape, quick=False) > S.largest_step_bytes([small], shape, quick=False)
     tokens = largest_step_tokens(big, quick=False)
-    assert both == STEP_COPIES * int(big.cost(shape, tokens).step_bytes)
+    assert both == int(big.step_copies * big.cost(shape, tokens).step_bytes)  # its own, measured, copies
+    mlp = get_operator("timestep_mlp")  # the default copies
+    assert mlp.step_copies is None
+    assert S.largest_step_bytes([mlp], shape, quick=False) == int(
+        STEP_COPIES * mlp.cost(shape, largest_step_tokens(mlp, quick=False)).step_bytes)
 
 
 def test_a_serial_run_asks_the_gpu_nothing(monkeypatch):

@@ -148,6 +148,9 @@ class Operator:
     table_grads: tuple[str, ...] = ()
     # How reports name the stock path in a few words ("cuBLAS"); None: "the stock path".
     stock_short: Optional[str] = None
+    # GPU memory a child holds while it measures the operator, in multiples of its largest step's `step_bytes`;
+    # None: the memory ledger's STEP_COPIES. Set where the run index's `peak_memory_by_op` measured more.
+    step_copies: Optional[float] = None
 
     @property
     def reads_out_features(self) -> bool:

@@ -6,7 +6,7 @@ cores and memory. Cores: each process keeps one host thread busy launching small
 processes per GPU. Memory, of a share of what the GPU has free when the run starts: every process's CUDA context
 (CONTEXT_BYTES) and every cold-start check's steps (a few rows: small) are counted up front, and what is left is
 the budget that the children's steps reserve from, per operator, as they run (harness/processes/memory_ledger.py):
-a child measuring adaln_row_gather holds about 47 GiB of it, one measuring timestep_sinusoid next to nothing. The
+a child measuring adaln_row_gather holds about 72 GiB of it, one measuring timestep_sinusoid next to nothing. The
 plan keeps room for the largest operator's reservation alone. A check does not reserve: its memory and its
 process are counted up front, so a child goes on to its next candidates while its checks run (`checks_beside`),
 also with a pool of one. Only where the plan found no room (an unknown free memory, nothing fits, too few cores,

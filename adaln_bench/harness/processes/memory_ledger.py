@@ -3,7 +3,8 @@
 What an operator's steps need differs a thousandfold (adaln_row_gather's probe batch is about 16 GiB of tensors,
 timestep_sinusoid's a few MiB), and a mode shared by several children hands its operators out as they come, so
 memory is given per operator at run time rather than per child when the run starts: before a child measures an
-operator it reserves STEP_COPIES times the bytes of that operator's largest step (a cold-start check reserves
+operator it reserves STEP_COPIES times the bytes of that operator's largest step (or the operator's own
+`step_copies`, where measured higher) (a cold-start check reserves
 nothing: the schedule counts the same at its rows up front). A reservation does not fit while the GPU's
 reservations would pass the budget, unless nothing else is reserved (one is always let through, however large);
 a child then takes a lighter operator that fits, or waits (harness/processes/next_operator.py). The budget is
@@ -46,7 +47,8 @@ def operator_reservation(op, shape, quick: bool) -> int:
 
 def rows_reservation(op, shape, rows: int) -> int:
     """What a process reserves for `op`'s steps at `rows` rows (a cold-start check)."""
-    return STEP_COPIES * int(op.cost(shape, rows).step_bytes)
+    copies = STEP_COPIES if op.step_copies is None else op.step_copies
+    return int(copies * op.cost(shape, rows).step_bytes)
 
 
 def _alive(pid: int) -> bool:

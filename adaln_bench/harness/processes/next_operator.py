@@ -3,7 +3,7 @@ reservation fits the GPU's budget now (harness/processes/memory_ledger.py).
 
 The list is heaviest first, so the longest operators start early. A child whose next operator does not fit
 beside what the other children hold takes a lighter one that does, instead of waiting with its slot idle: a
-child measuring adaln_row_gather holds 47 of the H200's 64.5 GiB, and the other children's next heavy operators
+child measuring adaln_row_gather holds 72 of the H200's 76 GiB, and the other children's next heavy operators
 do not fit beside it, but their light ones do. Only where nothing left fits does the child wait, and it takes
 the first that fits once memory is released; a child that has waited a while keeps the memory it waits for from
 lighter operators (memory_ledger.py's wants), so a heavy one is not starved. The reservation is taken before the
