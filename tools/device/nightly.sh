@@ -11,8 +11,8 @@
 #   nightly.sh stage2            carry .carry/megatron: the Megatron / TE staging, installed and checked.
 #   nightly.sh start CAP [WAIT]  carry .carry/frameworks/stage2: vLLM's library, part 2, joined and checked;
 #                                every wheel into one site; the tree copied out; the job started detached
-#                                (the B200-draws accuracy run, then the nightly, stopped by SIGTERM after CAP
-#                                seconds at most); then waits up to WAIT seconds (default 500) for it.
+#                                (the nightly, then the B200-draws accuracy run, stopped by SIGTERM after CAP
+#                                seconds at most: nightly_job.sh); then waits up to WAIT seconds (default 500).
 #                                In one call (no vLLM): carry .carry/solo .carry/megatron .carry/kernel-cache.
 #   nightly.sh wait [WAIT]       waits up to WAIT seconds (default 540) for the job and packs what it has done,
 #                                leaving it running: a call between `start` and `collect` for a longer run.
