@@ -81,6 +81,34 @@ def test_a_part_that_crashes_leaves_the_other_operators_to_the_other_part(tmp_pa
         assert answering(op, jobs, outcomes, runner.not_reached) is (crashed if op == "adaln_projection" else ok)
 
 
+@pytest.mark.slow
+def test_a_later_part_whose_operators_are_all_claimed_starts_no_child():
+    # One slot: the first part claims and measures both operators; the second part's turn comes after, with
+    # nothing left. It answers for no operator and spends nothing (no child: no imports, no CUDA context).
+    from adaln_bench.harness.assembly.shapes import PRESETS
+    from adaln_bench.harness.assembly.time_accounting import run_time
+    from adaln_bench.harness.processes.protocol import RunConfig
+    from adaln_bench.harness.processes.runner import ModeJob, ModeRunner
+    from adaln_bench.modes.registry import all_modes
+
+    plain = all_modes()["plain"]
+    work = (OpWork(op="gate_residual", candidates=["diffusers"]),
+            OpWork(op="timestep_sinusoid", candidates=["diffusers"]))
+    jobs = [ModeJob(plain, work, part=i, shared=True) for i in (0, 1)]
+    options = RunConfig(device="cpu", shape=PRESETS["tiny"], quick=True, timeout_s=200, cold_start=False)
+    outcomes, started = {}, []
+    with ModeRunner(options, [None], lambda key, event: started.append(key)) as runner:
+        runner.run_all(jobs, lambda key, outcome: outcomes.__setitem__(key, outcome))
+    first, second = outcomes["plain.0"], outcomes["plain.1"]
+    assert first.run.status == "ok" and first.ops == {"gate_residual", "timestep_sinusoid"}
+    assert second.run.status == "ok" and second.ops == frozenset() and second.results == {}
+    assert second.child is None and second.run.wall_s is None and "claimed every operator" in second.run.reason
+    assert "plain.1" not in started  # no child's progress
+    for op in ("gate_residual", "timestep_sinusoid"):
+        assert answering(op, jobs, outcomes, runner.not_reached) is first
+    assert run_time(jobs, outcomes, [], None)["modes"]["plain"]["children"] == 1
+
+
 def test_on_two_cpu_slots_each_mode_gets_two_parts_with_one_list_heaviest_first():
     from adaln_bench.harness.assembly.selection import jobs, select
     from adaln_bench.harness.assembly.shapes import PRESETS

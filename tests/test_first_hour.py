@@ -191,15 +191,17 @@ def test_a_mode_that_did_not_end_ok_says_why_on_its_last_line():
     from adaln_bench.bounded_read import REASON_CHARS
 
     now = [0.0]
-    progress, stream = _log_progress(["plain", "vllm.1", "sglang"], now)
+    progress, stream = _log_progress(["plain", "vllm.1", "sglang", "sglang.1"], now)
     for name in ("plain", "vllm.1"):
         progress.update(name, {"phase": "starting", "candidate": None, "done": 0, "total": None})
     now[0] += 11
     progress.finish("plain", "ok", "ignored when ok")
     progress.finish("vllm.1", "crashed", "torch.OutOfMemoryError: CUDA out of memory.\nTried to allocate 2 GiB")
     progress.finish("sglang", "unavailable", "x" * 1000)
+    progress.finish("sglang.1", "ok", "not started: the mode's other parts claimed every operator")
     lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
-    assert lines[2:] == ["plain: ok after 0:00:11",
+    assert lines[-1] == "sglang.1: ok: not started: the mode's other parts claimed every operator"
+    assert lines[2:-1] == ["plain: ok after 0:00:11",
                          "vllm.1: crashed after 0:00:11: torch.OutOfMemoryError: CUDA out of memory. Tried to "
                          "allocate 2 GiB",
                          "sglang: unavailable: " + "x" * (REASON_CHARS - 1) + "…"]

@@ -149,10 +149,11 @@ class RunProgress:
             self._progress.update(self._tasks[mode], **fields)
 
     def finish(self, mode: str, status: str, reason: Optional[str] = None) -> None:
-        """The mode's last line; a mode that did not end ok says why there (a log may be all that comes back)."""
-        why = f": {reason_line(reason)}" if reason and status != "ok" else ""
+        """The mode's last line; a mode that did not end ok, or never started, says why there (a log may be all that
+        comes back)."""
         with self._lock:
             state = self._states[mode]
+            why = f": {reason_line(reason)}" if reason and (status != "ok" or state.started is None) else ""
             state.ended = self.now()
             task = self._tasks[mode]
             total = self._progress.tasks[task].total or 1

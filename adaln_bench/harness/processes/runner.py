@@ -161,6 +161,8 @@ class ModeRunner:
             return self.not_started(job)
         if claims is not None:
             claims.mkdir(exist_ok=True)
+            if job.part and all((claims / w.op).exists() for w in job.work):
+                return self.nothing_left(job, gpu)
         write_spec(spec, files.spec, files.result)
         env = {**os.environ, **job.mode.env}
         if gpu is not None:
@@ -325,6 +327,14 @@ class ModeRunner:
         outcome = self._outcome(scope, run.status, reason, None, run.wall_s, run.returncode, run.gpu_index,
                                 run.stderr_tail)
         outcome.run = run  # the mode's own record stays that of the part
+        return outcome
+
+    def nothing_left(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
+        """A later part of a shared mode whose slot came up after the other parts had claimed every operator: no
+        child is started (a framework's imports and a CUDA context for nothing); it answers for no operator."""
+        outcome = self._outcome(replace(job, work=()), "ok", "not started: the mode's other parts claimed every "
+                                "operator", None, None, None, gpu)
+        outcome.ops = frozenset()
         return outcome
 
     def not_started(self, job: ModeJob) -> ModeOutcome:
