@@ -27,6 +27,11 @@ def reason_line(text: str) -> str:
     return one_line(" ".join(text.split()), REASON_CHARS)
 
 
+def reason_suffix(reason: str | None, shown: bool) -> str:
+    """`: <reason on one line>` for the end of a status line where `shown` and there is a reason; else empty."""
+    return f": {reason_line(reason)}" if reason and shown else ""
+
+
 def read_limited(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (`what` it should be, for messages), or a UserError. The type is checked before
     opening (opening a FIFO waits for a writer), and again on the open file (it may have been swapped)."""

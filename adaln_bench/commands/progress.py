@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
 from rich.text import Text
 
-from adaln_bench.bounded_read import reason_line
+from adaln_bench.bounded_read import reason_suffix
 
 PROBE_PHASE = "batch invariance"
 HEARTBEAT_S = 30.0  # in a log, the longest silence while a mode runs
@@ -153,7 +153,7 @@ class RunProgress:
         comes back)."""
         with self._lock:
             state = self._states[mode]
-            why = f": {reason_line(reason)}" if reason and (status != "ok" or state.started is None) else ""
+            why = reason_suffix(reason, status != "ok" or state.started is None)
             state.ended = self.now()
             task = self._tasks[mode]
             total = self._progress.tasks[task].total or 1

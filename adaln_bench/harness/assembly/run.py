@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, ContextManager, Optional
 
 from adaln_bench.draws.geometry import DrawGeometry
-from adaln_bench.bounded_read import reason_line
+from adaln_bench.bounded_read import reason_suffix
 from adaln_bench.errors import UserError
 from adaln_bench.harness.assembly.run_checks import check_file_names, warn_loader_variables
 from adaln_bench.shape import Shape
@@ -196,8 +196,7 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
 
             def repeated(rep: int, key: str, outcome: ModeOutcome) -> None:
                 if not quiet:
-                    why = f": {reason_line(outcome.run.reason)}" if outcome.run.reason and \
-                        outcome.run.status != "ok" else ""
+                    why = reason_suffix(outcome.run.reason, outcome.run.status != "ok")
                     print(f"adaln-bench: {key}: latency repetition {rep}/{repeats} {outcome.run.status} after "
                           f"{outcome.run.wall_s or 0:.0f} s{why}", file=sys.stderr)
 

@@ -29,6 +29,11 @@ def claim(folder: str, op: str, claimant: str) -> bool:
     return True
 
 
+def is_claimed(folder: str | Path, op: str) -> bool:
+    """True when some part has claimed `op`."""
+    return (Path(folder) / op).exists()
+
+
 def claimed_by(folder: Path, claimant: str) -> frozenset[str]:
     """The operators `claimant` claimed."""
     out = set()

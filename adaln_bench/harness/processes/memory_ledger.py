@@ -3,9 +3,9 @@
 What an operator's steps need differs a thousandfold (adaln_row_gather's probe batch is about 16 GiB of tensors,
 timestep_sinusoid's a few MiB), and a mode shared by several children hands its operators out as they come, so
 memory is given per operator at run time rather than per child when the run starts: before a child measures an
-operator it reserves STEP_COPIES times the bytes of that operator's largest step (or the operator's own
-`step_copies`, where measured higher) (a cold-start check reserves
-nothing: the schedule counts the same at its rows up front). A reservation does not fit while the GPU's
+operator it reserves STEP_COPIES times the bytes of that operator's largest step, or the operator's own
+`step_copies` times where measured higher; a cold-start check reserves nothing (the schedule counts the same at
+its rows up front). A reservation does not fit while the GPU's
 reservations would pass the budget, unless nothing else is reserved (one is always let through, however large);
 a child then takes a lighter operator that fits, or waits (harness/processes/next_operator.py). The budget is
 what harness/assembly/schedule.py leaves of the free memory once every process's CUDA context is counted.

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from adaln_bench.harness.processes.claims import claim
+from adaln_bench.harness.processes.claims import claim, is_claimed
 
 
 @dataclass(frozen=True)
@@ -40,10 +39,11 @@ class OperatorQueue:
         self.now, self.sleep = now, sleep
 
     def _claimed_elsewhere(self, op: str) -> bool:
-        return self.claims_dir is not None and (Path(self.claims_dir) / op).exists()
+        return self.claims_dir is not None and is_claimed(self.claims_dir, op)
 
-    def _try_one(self, want: Optional[str]) -> Optional[Taken]:
-        """The first pending operator that fits now, claimed; None where none fits. Drops what others claimed."""
+    def _try_one(self, want: Optional[str]) -> Optional[tuple[object, str]]:
+        """The first pending operator that fits now, claimed, with its hold's token; None where none fits. Drops
+        what others claimed."""
         for work in list(self._pending):
             if self._claimed_elsewhere(work.op):
                 self._pending.remove(work)
@@ -53,7 +53,7 @@ class OperatorQueue:
                 continue
             self._pending.remove(work)
             if self.claims_dir is None or claim(self.claims_dir, work.op, self.claimant):
-                return Taken(work, token, 0.0)
+                return work, token
             self.ledger.release(token)  # another part claimed it between the check and the claim
         return None
 
@@ -66,7 +66,7 @@ class OperatorQueue:
             while self._pending:
                 taken = self._try_one(want)
                 if taken is not None:
-                    return Taken(taken.work, taken.token, self.now() - started)
+                    return Taken(*taken, self.now() - started)
                 if not self._pending:
                     break
                 first = self._pending[0].op

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from adaln_bench.harness.processes.claims import CLAIMS_SUFFIX, claimed_by
+from adaln_bench.harness.processes.claims import CLAIMS_SUFFIX, claimed_by, is_claimed
 from adaln_bench.harness.processes.interpreters import InterpreterChecks, is_this_interpreter
 from adaln_bench.harness.processes.job_queue import JobQueue
 from adaln_bench.harness.processes.launcher import Child, ChildFiles, Ended, child_command, finish, write_spec
@@ -161,7 +161,7 @@ class ModeRunner:
             return self.not_started(job)
         if claims is not None:
             claims.mkdir(exist_ok=True)
-            if job.part and all((claims / w.op).exists() for w in job.work):
+            if job.part and all(is_claimed(claims, w.op) for w in job.work):
                 return self.nothing_left(job, gpu)
         write_spec(spec, files.spec, files.result)
         env = {**os.environ, **job.mode.env}
