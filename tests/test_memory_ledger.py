@@ -107,3 +107,78 @@ def test_each_gpu_has_its_own_ledger(tmp_path):
     gpu0, gpu1 = MemoryLedger(tmp_path, "gpu0", 10 * GIB), MemoryLedger(tmp_path, "gpu1", 10 * GIB)
     assert gpu0.try_hold(8 * GIB) is not None and gpu1.try_hold(8 * GIB) is not None
     assert list(gpu0.held().values()) == [8 * GIB] and list(gpu1.held().values()) == [8 * GIB]
+
+
+def test_an_aged_want_is_kept_free_also_when_nothing_is_held(tmp_path):
+    # When the last hold ends, a lighter operator polled first must not take the memory an aged want waits for.
+    clock = [100.0]
+    ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB, now=lambda: clock[0])
+    heavy = ledger.want(8 * GIB)
+    assert ledger.try_hold(3 * GIB) is not None and ledger.held()  # a fresh want keeps nothing
+    ledger.release(next(iter(ledger.held())))
+    clock[0] += WANT_AGING_S
+    assert ledger.try_hold(3 * GIB) is None  # 3 + 8 > 10: it would delay the heavy one
+    assert ledger.try_hold(2 * GIB) is not None  # 2 + 8 <= 10: it does not
+    assert ledger.try_hold(8 * GIB, want=heavy) is not None
+
+
+def test_a_reservation_past_the_budget_waits_for_holds_and_checks(tmp_path):
+    ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB)
+    light = ledger.try_hold(1 * GIB)
+    assert ledger.try_hold(12 * GIB) is None  # something is held
+    ledger.release(light)
+    check = ledger.try_check(4 * GIB)
+    assert check is not None and ledger.held() == {}  # a check is counted up front, not held
+    assert ledger.try_hold(12 * GIB) is None  # a cold-start check runs
+    assert ledger.try_hold(3 * GIB) is not None  # a hold within the budget does not mind the check
+    ledger.release(check)
+    ledger.release(next(iter(ledger.held())))
+    alone = ledger.try_hold(12 * GIB)
+    assert alone is not None
+    assert ledger.try_hold(1) is None  # nothing beside it
+    assert ledger.try_check(4 * GIB) is not None  # this process's own check of it goes (it would wait for itself)
+
+
+def _other_process(tmp_path, code: str) -> subprocess.Popen:
+    """A process that makes one ledger entry in `tmp_path` (budget 10 GiB), says so, and keeps it until stdin
+    closes."""
+    script = ("import sys; from pathlib import Path\n"
+              "from adaln_bench.harness.processes.memory_ledger import MemoryLedger\n"
+              f"ledger = MemoryLedger(Path({str(tmp_path)!r}), 'gpu0', 10 << 30)\n"
+              f"{code}\n"
+              "print('ready', flush=True); sys.stdin.read()\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _end(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    proc.wait(timeout=60)
+
+
+def test_no_other_childs_check_starts_beside_a_reservation_past_the_budget(tmp_path):
+    ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB)
+    other = _other_process(tmp_path, "assert ledger.try_hold(12 << 30) is not None")
+    try:
+        assert ledger.try_check(4 * GIB) is None
+    finally:
+        _end(other)
+    assert ledger.try_check(4 * GIB) is not None  # its process ended: the entry is dropped
+
+
+def test_an_aged_want_past_the_budget_stops_other_childs_checks(tmp_path):
+    clock = [1000.0]
+    ledger = MemoryLedger(tmp_path, "gpu0", 10 * GIB, now=lambda: clock[0])
+    # Another child's want of 12 GiB, made at 1000 s on this test's clock.
+    other = _other_process(tmp_path, "ledger.want(12 << 30, since=1000.0)")
+    try:
+        assert ledger.try_check(1 * GIB) is not None  # fresh: checks still start
+        clock[0] += WANT_AGING_S
+        assert ledger.try_check(1 * GIB) is None  # aged: the checks drain so that it can run alone
+    finally:
+        _end(other)
+    own = ledger.want(12 * GIB, since=0.0)
+    assert ledger.try_check(1 * GIB) is not None  # never against its own child's checks
+    ledger.release(own)

@@ -64,9 +64,21 @@ def test_the_h3_nightly_on_an_h200_runs_three_children_beside_the_largest_operat
     assert (got.children_per_gpu, got.cold_start_pool) == (3, 2)
     assert got.memory_budget_bytes == int(0.8 * int(139.3 * GIB) - 3 * (3 * S.CONTEXT_BYTES + 2 * check))
     assert got.memory_budget_bytes >= largest
-    # An 80 GB H100 (78.7 GiB free) cannot hold that reservation beside a second child: one at a time.
+    assert not got.largest_alone
+    # An 80 GB H100 (78.7 GiB free) cannot hold that reservation beside anything within 0.8 of its memory: it runs
+    # alone, with six processes' contexts (6 GiB) beside it in the 6.2 GiB the free memory leaves; the other
+    # operators reserve from what 0.8 of it leaves once 3 x (1 + 1) processes and 3 checks are counted.
     h100 = plan(int(78.7 * GIB), 16, largest, check)
-    assert (h100.children_per_gpu, h100.cold_start_pool, h100.memory_budget_bytes) == (1, 1, None)
+    assert (h100.children_per_gpu, h100.cold_start_pool, h100.largest_alone) == (3, 1, True)
+    assert h100.memory_budget_bytes == int(0.8 * int(78.7 * GIB) - 3 * (2 * S.CONTEXT_BYTES + check))
+    assert h100.memory_budget_bytes < largest and "runs alone" in h100.why
+    assert h100.as_record()["largest_alone"] is True
+    # 76 GiB free leaves 3.5 GiB beside it: three contexts, one child with two checks.
+    roomy = plan(76 * GIB, 16, largest, check)
+    assert (roomy.children_per_gpu, roomy.cold_start_pool, roomy.largest_alone) == (1, 2, True)
+    # Less than the reservation and a child's two contexts: one at a time, with no ledger.
+    tight = plan(74 * GIB, 16, largest, check)
+    assert (tight.children_per_gpu, tight.memory_budget_bytes, tight.largest_alone) == (1, None, False)
 
 
 def test_checks_are_counted_up_front():

@@ -47,12 +47,14 @@ class Schedule:
     # The checks run beside the child's next candidates (their processes and memory planned); False: the child
     # waits for each.
     checks_beside: bool = False
+    # The largest operator's reservation passes the budget: it runs with no other reservation or check beside it.
+    largest_alone: bool = False
 
     def as_record(self) -> dict:
         return {"serial": self.serial, "children_per_gpu": self.children_per_gpu,
                 "cold_start_pool": self.cold_start_pool, "cold_start_beside": self.checks_beside, "why": self.why,
                 "largest_step_bytes": self.largest_step_bytes, "free_bytes_at_start": self.free_bytes,
-                "memory_budget_bytes": self.memory_budget_bytes}
+                "memory_budget_bytes": self.memory_budget_bytes, "largest_alone": self.largest_alone}
 
 
 SERIAL = Schedule(1, 1, True, "--serial: one step at a time")
@@ -74,30 +76,47 @@ def plan(free_bytes: Optional[int], cores_per_gpu: int, largest_step_bytes: int,
     def fixed(children: int, pool: int) -> int:  # what the processes hold whatever they measure
         return children * ((1 + pool) * CONTEXT_BYTES + pool * check_bytes)
 
-    fits = []
-    for pool in range(1, MAX_COLD_START_POOL + 1):
-        by_memory = int((share - largest_step_bytes) // fixed(1, pool))
-        by_cores = cores_per_gpu // (1 + pool)
-        if pool == 1:
-            by_cores = max(1, by_cores)  # one child and its one check, whatever the cores: what a serial run does
-        children = min(MAX_CHILDREN_PER_GPU, by_memory, by_cores)
-        if children >= 1:
-            fits.append((children, pool))
+    def best(processes_room: float, fixed_of) -> Optional[tuple[int, int]]:
+        """The most processes (among equals, more children) with `children * fixed_of(pool)` within the room."""
+        fits = []
+        for pool in range(1, MAX_COLD_START_POOL + 1):
+            by_memory = int(processes_room // fixed_of(pool))
+            by_cores = cores_per_gpu // (1 + pool)
+            if pool == 1:
+                by_cores = max(1, by_cores)  # one child and its one check, whatever the cores: what a serial run does
+            children = min(MAX_CHILDREN_PER_GPU, by_memory, by_cores)
+            if children >= 1:
+                fits.append((children, pool))
+        return max(fits, key=lambda f: (f[0] * (1 + f[1]), f[0])) if fits else None
+
     sizes_text = (f"{free_bytes / GIB:.1f} GiB free x {MEMORY_SHARE:g}; the largest operator's steps reserve "
                   f"{largest_step_bytes / GIB:.1f} GiB, a cold-start check's {check_bytes / GIB:.1f} GiB; "
                   f"{cores_per_gpu} host core(s) per GPU")
-    if not fits:
+    alone = False
+    chosen = best(share - largest_step_bytes, lambda pool: fixed(1, pool))
+    if chosen is None:
+        # The largest reservation does not fit beside the others (adaln_row_gather on an 80 GB GPU): it runs alone
+        # (memory_ledger.py: no other reservation, no cold-start check), so only the processes' contexts are beside
+        # it, within the whole free memory (the reservation is a measured peak with a margin); the others share
+        # what the share leaves once every process and check is counted.
+        chosen = best(free_bytes - largest_step_bytes, lambda pool: (1 + pool) * CONTEXT_BYTES)
+        if chosen is not None and share - fixed(*chosen) <= 0:
+            chosen = None
+        alone = chosen is not None
+    if chosen is None:
         return Schedule(1, 1, False, f"one child per GPU, one cold-start check at a time: {sizes_text}",
                         largest_step_bytes=largest_step_bytes, free_bytes=free_bytes)
-    # The most processes at once; among equals, more children (a child's steps are longer than a check).
-    children, pool = max(fits, key=lambda f: (f[0] * (1 + f[1]), f[0]))
+    children, pool = chosen
     budget = int(share - fixed(children, pool))
     beside = children * (1 + pool) <= cores_per_gpu  # not where a pool of one was kept for want of cores
     checks = "beside its next candidates" if beside else "one at a time, the child waiting for each"
     why = (f"{children} child(ren) x (1 + {pool} cold-start check(s) {checks}) per GPU, their steps reserving "
-           f"memory per operator from {budget / GIB:.1f} GiB: {sizes_text}")
-    return Schedule(children, pool, False, why, largest_step_bytes=largest_step_bytes, free_bytes=free_bytes,
-                    memory_budget_bytes=budget, checks_beside=beside)
+           f"memory per operator from {budget / GIB:.1f} GiB")
+    if alone:
+        why += ("; the largest operator's reservation passes that, so it runs alone (no other reservation or "
+                "cold-start check beside it)")
+    return Schedule(children, pool, False, f"{why}: {sizes_text}", largest_step_bytes=largest_step_bytes,
+                    free_bytes=free_bytes, memory_budget_bytes=budget, checks_beside=beside, largest_alone=alone)
 
 
 def largest_step_bytes(ops: Sequence, shape, quick: bool) -> int:

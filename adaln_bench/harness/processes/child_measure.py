@@ -11,12 +11,13 @@ save.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Optional
 
 from adaln_bench.harness.processes.candidate_run import cold_start_of, cold_start_path, measure_one, report_name
 from adaln_bench.harness.processes.gpu_lease import lease_for
-from adaln_bench.harness.processes.memory_ledger import ledger_for, operator_reservation
+from adaln_bench.harness.processes.memory_ledger import ledger_for, operator_reservation, rows_reservation
 from adaln_bench.harness.processes.next_operator import OperatorQueue
 from adaln_bench.harness.processes.protocol import ChildSpec
 from adaln_bench.harness.measurement.step_clock import BUILD, COLD_START, StepClock
@@ -89,7 +90,7 @@ def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, st
             try:
                 clock.add(BUILD, waited=taken.waited_s)
                 index = _measure_operator(spec, get_operator(taken.work.op), taken.work, device, switch, results,
-                                          inputs, state, forks, clock, pool, index)
+                                          inputs, state, forks, clock, pool, index, ledger)
             finally:
                 queue.done(taken)
     finally:
@@ -97,7 +98,7 @@ def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, st
 
 
 def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, inputs: dict, state: ChildState,
-                      forks, clock: StepClock, pool: ColdStartPool, index: int) -> int:
+                      forks, clock: StepClock, pool: ColdStartPool, index: int, ledger) -> int:
     """Every candidate of one operator; the next candidate index. Frees what it allocated before it returns, so
     that the operator's memory reservation covers it."""
     import torch
@@ -121,7 +122,7 @@ def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, 
             entries[report_name(op.name, name, spec.mode)] = measured
         state.save()
         if spec.config.parts.probes and spec.config.cold_start and isinstance(measured, CandidateResult):
-            _check_cold_start(spec, op.name, name, index, forks, clock, pool, measured, state)
+            _check_cold_start(spec, op, name, index, forks, clock, pool, measured, state, ledger)
         index += 1
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -132,17 +133,26 @@ def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, 
     return index
 
 
-def _check_cold_start(spec: ChildSpec, op: str, name: str, index: int, forks, clock: StepClock,
-                      pool: ColdStartPool, measured, state: ChildState) -> None:
+def _check_cold_start(spec: ChildSpec, op, name: str, index: int, forks, clock: StepClock,
+                      pool: ColdStartPool, measured, state: ChildState, ledger) -> None:
     """The candidate's cold-start check, now or in the pool; its entry gets the result when it ends."""
+    from adaln_bench.harness.processes.cold_start import TOKENS
 
     def check():
-        # The check takes the lease itself, after its imports (harness/processes/cold_start.py); its whole process
-        # counts as the phase, its waits and exclusive seconds as its own clock counted them.
-        started = clock.now()
-        result = cold_start_of(spec, op, name, index, forks)
-        clock.absorb(COLD_START, clock.now() - started, _check_times(spec, index))
-        return result
+        # Not beside another child's operator that runs alone (memory_ledger.py): wait for it, then start.
+        asked = clock.now()
+        while (token := ledger.try_check(rows_reservation(op, spec.config.shape, TOKENS))) is None:
+            time.sleep(ledger.poll_s)
+        clock.add(COLD_START, waited=clock.now() - asked)
+        try:
+            # The check takes the lease itself, after its imports (harness/processes/cold_start.py); its whole
+            # process counts as the phase, its waits and exclusive seconds as its own clock counted them.
+            started = clock.now()
+            result = cold_start_of(spec, op.name, name, index, forks)
+            clock.absorb(COLD_START, clock.now() - started, _check_times(spec, index))
+            return result
+        finally:
+            ledger.release(token)
 
     def done(result) -> None:
         with state.lock:
