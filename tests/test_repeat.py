@@ -137,9 +137,9 @@ def test_merge_candidate_leaves_entries_without_device_time_alone():
 class FakeRunner:
     """Stands in for ModeRunner: records what it was asked to run; each child gives one fresh sample set."""
 
-    def __init__(self, log, options, unavailable=(), interrupt_after=None):
+    def __init__(self, log, options, unavailable=(), interrupt_after=None, stopped_child=None):
         self.log, self.options = log, options
-        self.unavailable, self.interrupt_after = unavailable, interrupt_after
+        self.unavailable, self.interrupt_after, self.stopped_child = unavailable, interrupt_after, stopped_child
 
     def run_all(self, jobs, on_done):
         rep = 1 if self.options.parts.probes else 1 + sum(1 for entry in self.log if entry[0] == "start")
@@ -151,6 +151,9 @@ class FakeRunner:
             if name in self.unavailable:
                 on_done(name, ModeOutcome(ModeRun(status="unavailable", reason="x"), None, {OP: {
                     f"diffusers[{name}]": CandidateUnavailable(unavailable="x", status="unavailable")}}))
+                continue
+            if self.stopped_child == (rep, name):  # a child the runner stopped (SIGTERM), without raising
+                on_done(name, ModeOutcome(ModeRun(status="interrupted", reason="stopped by SIGTERM"), None, {}))
                 continue
             base = 100.0 * rep
             on_done(name, ModeOutcome(ModeRun(status="ok"), None, {OP: {
@@ -212,6 +215,34 @@ def test_an_interrupt_during_the_repeats_keeps_what_finished():
     assert plain.accuracy_latency["1"].device_time.processes == 2
     assert other.accuracy_latency["1"].device_time.processes == 1
     assert "repetition 2: no entry" in other.details["latency_repeats"]
+    # Neither mode got its 3 processes: both are interrupted, so their reports are written as incomplete.
+    assert {n: o.run.status for n, o in outcomes.items()} == {"plain": "interrupted", "cublaslt_ws1": "interrupted"}
+    assert outcomes["plain"].run.reason.endswith("2 of 3 processes pooled")
+    assert outcomes["cublaslt_ws1"].run.reason.endswith("1 of 3 processes pooled")
+
+
+def test_a_repetition_stopped_by_the_runner_leaves_its_mode_interrupted():
+    # A SIGTERM that the runner turns into interrupted children (no exception): the modes whose repetitions it
+    # stopped are interrupted; one whose repetitions were all done stays ok.
+    log = []
+    run = RepeatedRun(OPTIONS, 3, _runner_factory(log, stopped_child=(3, "cublaslt_ws1")))
+    outcomes = run.run(_jobs("plain", "cublaslt_ws1"), lambda *a: None)
+    assert outcomes["plain"].run.status == "ok"
+    assert outcomes["cublaslt_ws1"].run.status == "interrupted"
+    assert outcomes["cublaslt_ws1"].run.reason.endswith("2 of 3 processes pooled")
+
+
+def test_a_stop_during_repetition_one_leaves_the_finished_modes_interrupted():
+    log = []
+    run = RepeatedRun(OPTIONS, 2, _runner_factory(log, interrupt_after=(1, "plain")))
+    with pytest.raises(KeyboardInterrupt):
+        run.run(_jobs("plain", "cublaslt_ws1"), lambda *a: None)
+    assert {n: o.run.status for n, o in run.outcomes.items()} == {"plain": "interrupted"}
+    # Without --repeat nothing is owed: a mode that finished is complete.
+    single = RepeatedRun(OPTIONS, 1, _runner_factory([], interrupt_after=(1, "plain")))
+    with pytest.raises(KeyboardInterrupt):
+        single.run(_jobs("plain", "cublaslt_ws1"), lambda *a: None)
+    assert single.outcomes["plain"].run.status == "ok"
 
 
 # --- one real latency-only child on the CPU -------------------------------------------------------

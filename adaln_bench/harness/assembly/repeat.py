@@ -190,7 +190,9 @@ class RepeatedRun:
 
     `outcomes` is the merged result so far, also after Ctrl-C (the exception propagates; what finished
     is kept). `on_done(name, outcome)` is called as each mode of repetition 1 finishes, as for a plain run;
-    `on_repeat(rep, name, outcome)` as each later child finishes.
+    `on_repeat(rep, name, outcome)` as each later child finishes. A mode that a stop kept from its K processes
+    (a repetition interrupted or never reached) is `interrupted`: its reports are incomplete, so they never
+    replace a complete report of K processes.
     """
 
     def __init__(self, options: RunConfig, repeat: int,
@@ -202,29 +204,49 @@ class RepeatedRun:
         self.on_repeat = on_repeat or (lambda rep, name, outcome: None)
         self.first: dict[str, ModeOutcome] = {}
         self.repeats: list[dict[str, ModeOutcome]] = []
+        self._jobs: list[ModeJob] = []
+        self._stopped = False
 
     @property
     def outcomes(self) -> dict[str, ModeOutcome]:
-        return merge_outcomes(self.first, self.repeats)
+        merged = merge_outcomes(self.first, self.repeats)
+        stopped = self._stopped or any(o.run.status == "interrupted" for rep in self.repeats for o in rep.values())
+        if not stopped or self.repeat == 1:
+            return merged
+        for job in repeat_jobs(self._jobs, self.first):
+            done = sum(1 for rep in self.repeats if job.key in rep and rep[job.key].run.status == "ok")
+            if job.key in merged and done < self.repeat - 1:
+                run = merged[job.key].run.model_copy(update={
+                    "status": "interrupted",
+                    "reason": f"stopped before its latency repetitions were done: {1 + done} of {self.repeat} "
+                              "processes pooled"})
+                merged[job.key] = replace(merged[job.key], run=run)
+        return merged
 
     def run(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> dict[str, ModeOutcome]:
+        self._jobs = list(jobs)
+
         def first_done(name: str, outcome: ModeOutcome) -> None:
             self.first[name] = outcome
             on_done(name, outcome)
 
-        with self.make_runner(self.options) as runner:
-            runner.run_all(jobs, first_done)
-        again = repeat_jobs(jobs, self.first)
-        for rep in range(2, self.repeat + 1):
-            if not again:
-                break
-            got: dict[str, ModeOutcome] = {}
-            self.repeats.append(got)
+        try:
+            with self.make_runner(self.options) as runner:
+                runner.run_all(jobs, first_done)
+            again = repeat_jobs(jobs, self.first)
+            for rep in range(2, self.repeat + 1):
+                if not again:
+                    break
+                got: dict[str, ModeOutcome] = {}
+                self.repeats.append(got)
 
-            def done(name: str, outcome: ModeOutcome, rep: int = rep, got=got) -> None:
-                got[name] = outcome
-                self.on_repeat(rep, name, outcome)
+                def done(name: str, outcome: ModeOutcome, rep: int = rep, got=got) -> None:
+                    got[name] = outcome
+                    self.on_repeat(rep, name, outcome)
 
-            with self.make_runner(latency_only(self.options)) as runner:
-                runner.run_all(again, done)
+                with self.make_runner(latency_only(self.options)) as runner:
+                    runner.run_all(again, done)
+        except BaseException:
+            self._stopped = True
+            raise
         return self.outcomes
