@@ -52,6 +52,7 @@ def probe_all_rows(run: Runner, plan: P.ProbePlan,
             same = same_params(full, again)
             if same is not None:
                 repeatable = same and repeatable is not False
+            full, again = full.rows_only(), None
             tick(2)
             for i in range(n):
                 alone = run(seed, n, [i])
@@ -68,7 +69,7 @@ def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = no_progress) 
     full_n = plan.full_batch
     made = fwd_differ = rowgrad_differ = 0
     for seed in plan.sub_batch_seeds:
-        full = run(seed, full_n, range(full_n))
+        full = run(seed, full_n, range(full_n)).rows_only()
         tick(1)
         for sb in plan.sub_batch_sizes:
             for start, stop in P.sub_batch_ranges(sb, full_n):
@@ -107,7 +108,7 @@ def probe_batch_size_sweep(run: Runner, plan: P.ProbePlan, tick: Tick = no_progr
                 failures.append(SweepFailure(seed=seed, batch=m, position=pos, row=r))
 
     for seed in plan.seeds:
-        alone = {r: run(seed, n, [r]) for r in probe_rows}
+        alone = {r: run(seed, n, [r]).rows_only() for r in probe_rows}
         tick(len(probe_rows))
         perm_gen = torch.Generator().manual_seed(seed)
         for m in sizes:

@@ -67,7 +67,7 @@ def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = no_progres
         for pos in d.positions:
             row = d.batch[pos]
             if row not in alone:
-                alone[row] = run(plan.data_seed, plan.pool, [row])
+                alone[row] = run(plan.data_seed, plan.pool, [row]).rows_only()
                 tick(1)
             ref = alone[row]
             comparisons += 1

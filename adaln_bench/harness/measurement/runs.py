@@ -14,6 +14,11 @@ class RunOutput:
     row_grads: Optional[tuple[torch.Tensor, ...]]  # of the row inputs differentiated; None: none or no backward
     param_grads: Optional[tuple[Optional[torch.Tensor], ...]]  # of the parameters differentiated; None: none
 
+    def rows_only(self) -> "RunOutput":
+        """What a row comparison reads: a run kept for later comparisons holds no parameter gradients (one of
+        adaln_projection's is its 520 MB weight gradient, and the random-rows probe keeps dozens of runs)."""
+        return RunOutput(self.outs, self.row_grads, None)
+
 
 class Runner(Protocol):
     def __call__(self, seed: int, n: int, rows: Sequence[int]) -> RunOutput: ...
