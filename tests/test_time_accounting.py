@@ -10,12 +10,13 @@ def _job(key: str, mode: str):
     return SimpleNamespace(key=key, mode=SimpleNamespace(name=mode))
 
 
-def _outcome(wall, phases=None, exclusive=0.0, waited=0.0, peak=None, by_op=None):
+def _outcome(wall, phases=None, exclusive=0.0, waited=0.0, peak=None, by_op=None, left=None):
     child = None
     if phases is not None:
         child = ChildResult(mode="x", status="ok", time=StepTimes(phases_s=phases, exclusive_s=exclusive,
                                                                   waited_s=waited, peak_memory_bytes=peak,
-                                                                  peak_memory_by_op=by_op or {}))
+                                                                  peak_memory_by_op=by_op or {},
+                                                                  residual_memory_by_op=left or {}))
     return SimpleNamespace(run=SimpleNamespace(wall_s=wall), child=child)
 
 
@@ -23,9 +24,9 @@ def test_phases_add_up_over_the_parts_of_a_mode_and_the_repeats_count_apart():
     jobs = [_job("plain.0", "plain"), _job("plain.1", "plain"), _job("recipe", "recipe")]
     first = {
         "plain.0": _outcome(50.0, {"start-up": 5.0, "probes": 30.0, "latency": 10.0}, exclusive=10.0, waited=2.0,
-                            peak=3 << 30, by_op={"a": 3 << 30, "b": 1 << 30}),
+                            peak=3 << 30, by_op={"a": 3 << 30, "b": 1 << 30}, left={"a": 1 << 20}),
         "plain.1": _outcome(40.0, {"start-up": 4.0, "probes": 20.0, "cold start": 12.0, "latency": 6.0},
-                            exclusive=6.0, peak=5 << 30, by_op={"c": 5 << 30}),
+                            exclusive=6.0, peak=5 << 30, by_op={"c": 5 << 30}, left={"c": 2 << 30}),
         "recipe": _outcome(30.0, {"latency": 7.0, "accuracy": 3.0}, exclusive=7.0),
     }
     repeats = [{"plain.0": _outcome(20.0, {"start-up": 4.0, "latency": 12.0}, exclusive=12.0,
@@ -45,6 +46,8 @@ def test_phases_add_up_over_the_parts_of_a_mode_and_the_repeats_count_apart():
     assert plain["gpu_exclusive_s"] == 28.0 and plain["peak_memory_bytes"] == 5 << 30
     # Per operator, the most any child of the mode reserved while measuring it (a repeat's too).
     assert plain["peak_memory_by_op"] == {"a": 3 << 30, "b": 2 << 30, "c": 5 << 30}
+    # And what a child still reserved after each, its cache emptied (memory the ledger counts as free again).
+    assert plain["residual_memory_by_op"] == {"a": 1 << 20, "c": 2 << 30}
     assert got["modes"]["recipe"]["phases_s"] == {"accuracy": 3.0, "latency": 7.0, "repeats": 15.0}
 
 

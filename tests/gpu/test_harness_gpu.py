@@ -48,3 +48,6 @@ def test_the_run_index_gives_each_operators_peak_memory(tmp_path):
     by_op = plain["peak_memory_by_op"]
     assert set(by_op) == {"timestep_sinusoid", "gate_residual"}
     assert all(0 < b <= plain["peak_memory_bytes"] for b in by_op.values())
+    # After each operator the child empties its cache: what it still reserves is below what it reserved.
+    left = plain["residual_memory_by_op"]
+    assert set(left) == set(by_op) and all(0 <= left[op] <= by_op[op] for op in by_op)

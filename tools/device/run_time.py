@@ -27,6 +27,9 @@ def show(path: str) -> None:
         by_op = m.get("peak_memory_by_op") or {}
         if by_op:
             print("    peak per operator: " + ", ".join(f"{op} {b / GIB:.1f} GiB" for op, b in by_op.items()))
+        left = {op: b for op, b in (m.get("residual_memory_by_op") or {}).items() if b >= GIB // 4}
+        if left:  # what a process kept after an operator, its cache emptied: memory the ledger counted as free
+            print("    still reserved after: " + ", ".join(f"{op} {b / GIB:.1f} GiB" for op, b in left.items()))
     print(f"  modes: {', '.join(index.get('modes') or [])}; reports: {len(index.get('reports') or {})}")
 
 

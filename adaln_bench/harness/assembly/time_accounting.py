@@ -37,7 +37,8 @@ def run_time(jobs: Sequence, first: Mapping[str, object], repeats: Sequence[Mapp
     def account(key: str, outcome, repeated: bool) -> None:
         mode = modes.setdefault(_mode_of(key, jobs), {"children": 0, "child_s": 0.0, "phases_s": {},
                                                        "gpu_exclusive_s": 0.0, "waited_s": 0.0,
-                                                       "peak_memory_bytes": None, "peak_memory_by_op": {}})
+                                                       "peak_memory_bytes": None, "peak_memory_by_op": {},
+                                                       "residual_memory_by_op": {}})
         child = getattr(outcome, "child", None)
         times = child.time if child is not None else None
         wall = outcome.run.wall_s
@@ -57,9 +58,10 @@ def run_time(jobs: Sequence, first: Mapping[str, object], repeats: Sequence[Mapp
             record["waited_s"] = round(record["waited_s"] + times.waited_s, 3)
         if times.peak_memory_bytes is not None:
             mode["peak_memory_bytes"] = max(mode["peak_memory_bytes"] or 0, times.peak_memory_bytes)
-        by_op = mode["peak_memory_by_op"]
-        for op, nbytes in times.peak_memory_by_op.items():
-            by_op[op] = max(by_op.get(op, 0), nbytes)
+        for field in ("peak_memory_by_op", "residual_memory_by_op"):
+            by_op = mode[field]
+            for op, nbytes in getattr(times, field).items():
+                by_op[op] = max(by_op.get(op, 0), nbytes)
 
     for key, outcome in first.items():
         account(key, outcome, repeated=False)

@@ -46,6 +46,8 @@ class StepTimes(BaseModel):
     peak_memory_bytes: int | None = None  # the most the process's allocator reserved on its GPU
     # The most it reserved while it measured each operator: what the memory ledger's reservation estimates.
     peak_memory_by_op: Dict[str, int] = Field(default_factory=dict)
+    # What it still reserved after each operator, its cache emptied: memory the ledger counts as free again.
+    residual_memory_by_op: Dict[str, int] = Field(default_factory=dict)
 
 
 class NoLease:
@@ -150,6 +152,13 @@ class StepClock:
         with self._lock:
             t = self.times
             t.peak_memory_by_op = {**t.peak_memory_by_op, op: max(nbytes, t.peak_memory_by_op.get(op, 0))}
+
+    def residual(self, op: str, nbytes: int) -> None:
+        """What the process still reserved once `op` was done and its cache emptied."""
+        with self._lock:
+            t = self.times
+            t.residual_memory_by_op = {**t.residual_memory_by_op,
+                                       op: max(nbytes, t.residual_memory_by_op.get(op, 0))}
 
     def snapshot(self) -> StepTimes:
         with self._lock:

@@ -10,6 +10,7 @@ save.
 """
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -89,12 +90,31 @@ def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, st
         while (taken := queue.take()) is not None:
             try:
                 clock.add(BUILD, waited=taken.waited_s)
+                _say_if_alone(ledger, taken, device)
                 index = _measure_operator(spec, get_operator(taken.work.op), taken.work, device, switch, results,
                                           inputs, state, forks, clock, pool, index, ledger)
             finally:
                 queue.done(taken)
     finally:
         pool.close()
+
+
+def _say_if_alone(ledger, taken, device) -> None:
+    """A reservation past the budget runs alone (memory_ledger.py): its log says how much of the GPU was free
+    when it began, the first thing to read if it runs out of memory."""
+    budget = getattr(ledger, "budget_bytes", None)
+    if device.type != "cuda" or budget is None:
+        return
+    nbytes = ledger.held().get(taken.token)
+    if nbytes is None or nbytes <= budget:
+        return
+    import sys
+
+    import torch
+
+    free, total = torch.cuda.mem_get_info(device)
+    print(f"adaln-bench: {taken.work.op} runs alone: it reserves {nbytes / 2**30:.1f} GiB, past the budget's "
+          f"{budget / 2**30:.1f}; {free / 2**30:.1f} of {total / 2**30:.1f} GiB free now", file=sys.stderr, flush=True)
 
 
 def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, inputs: dict, state: ChildState,
@@ -129,7 +149,9 @@ def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, 
     del params
     if device.type == "cuda":
         clock.peak(op.name, int(torch.cuda.max_memory_reserved()))
+        gc.collect()  # tensors held only by reference cycles go before the cache is emptied
         torch.cuda.empty_cache()
+        clock.residual(op.name, int(torch.cuda.memory_reserved()))
     return index
 
 
