@@ -120,3 +120,45 @@ def test_runs_kept_for_later_comparisons_hold_no_weight_gradients():
     bi = probe_batch_invariance(runner, P.QUICK)
     assert bi.batch_invariant and bi.params_repeatable  # the gradients were still compared where they count
     assert len(runner.handed) > 40 and runner.most_alive <= 2
+
+
+class OutputTracker(FakeRunner):
+    """A FakeRunner that watches the outputs of every run of more than one row, and notes, as each run starts,
+    how many of them are still alive: what a probe holds at once beyond the run being made."""
+
+    def __init__(self):
+        super().__init__()
+        self.watched: list = []
+        self.starts: list[tuple[int, int]] = []  # (rows of the run starting, multi-row outputs alive then)
+
+    def __call__(self, seed, n, rows):
+        import weakref
+
+        rows = list(rows)
+        self.starts.append((len(rows), sum(ref() is not None for ref in self.watched)))
+        got = super().__call__(seed, n, rows)
+        if len(rows) > 1:
+            self.watched.append(weakref.ref(got.outs[0]))
+        return got
+
+
+def test_the_sub_batch_probe_holds_one_full_batch_and_nothing_of_the_runs_before():
+    # While a sub-batch runs, only its full batch is alive (not the sub-batch before it); while a seed's full batch
+    # runs, nothing of the last seed's: at the full batch these are each half a step (adaln_row_gather at h3: 8 GiB).
+    from adaln_bench.harness.measurement.probes import probe_sub_batches
+
+    tracker = OutputTracker()
+    probe_sub_batches(tracker, P.QUICK)
+    full_starts = [alive for rows, alive in tracker.starts if rows == P.QUICK.full_batch]
+    part_starts = [alive for rows, alive in tracker.starts if rows < P.QUICK.full_batch]
+    assert len(full_starts) == len(P.QUICK.sub_batch_seeds) and set(full_starts) == {0}
+    assert part_starts and max(part_starts) == 1
+
+
+def test_the_random_rows_probe_holds_no_earlier_batch_while_it_runs_the_next():
+    from adaln_bench.harness.measurement.random_rows import probe_random_rows
+
+    tracker = OutputTracker()
+    probe_random_rows(tracker, P.QUICK.random_rows)
+    batches = [alive for rows, alive in tracker.starts if rows > 1]
+    assert len(batches) > 3 and set(batches) == {0}

@@ -79,7 +79,9 @@ def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = no_progress) 
                 fwd_differ += not same_rows(part.outs, slice(None), full.outs, rows)
                 if full.row_grads is not None:
                     rowgrad_differ += not same_rows(part.row_grads, slice(None), full.row_grads, rows)
+                del part  # before the next run, not after it: half a full batch's outputs at the largest size
                 tick(1)
+        del full  # likewise before the next seed's full batch
     return SubBatchCounts(
         full_batch=full_n,
         sub_batch_sizes=list(plan.sub_batch_sizes),

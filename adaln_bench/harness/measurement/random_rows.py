@@ -77,6 +77,7 @@ def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = no_progres
             rowgrad_differ += grad_bad
             if (fwd_bad or grad_bad) and len(failures) < MAX_RECORDED_FAILURES:
                 failures.append(RandomRowFailure(size=d.size, position=pos, row=row, fwd=fwd_bad, rowgrad=grad_bad))
+        del got  # before the next batch is run (up to the whole pool), not after it
     return RandomRowsCounts(
         rng_seed=plan.rng_seed,
         data_seed=plan.data_seed,
