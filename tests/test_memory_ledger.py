@@ -182,3 +182,17 @@ def test_an_aged_want_past_the_budget_stops_other_childs_checks(tmp_path):
     own = ledger.want(12 * GIB, since=0.0)
     assert ledger.try_check(1 * GIB) is not None  # never against its own child's checks
     ledger.release(own)
+
+
+def test_live_tensor_groups_name_what_holds_memory():
+    # What a child's log lists when memory outlives an operator: live tensors grouped by shape and dtype, largest
+    # first (on the GPU its CUDA tensors; here, the CPU's).
+    import torch
+
+    from adaln_bench.harness.processes.child_measure import live_tensor_groups
+
+    held = [torch.zeros(1031, 2053, dtype=torch.float64) for _ in range(2)]  # 2 x 16.9 MB
+    groups = live_tensor_groups(keep=lambda t: t.device.type == "cpu" and t.numel() > 1_000_000, top=100)
+    assert ((1031, 2053), "float64", 2, 2 * 1031 * 2053 * 8) in groups
+    assert [g[3] for g in groups] == sorted((g[3] for g in groups), reverse=True)
+    del held

@@ -31,6 +31,10 @@ def _cuda_sync() -> None:
         torch.cuda.synchronize()
 
 
+# An operator's leftover reservation from which the child's log lists what holds it.
+RESIDUAL_LOGGED_BYTES = 1 << 30
+
+
 def clock_for(spec: ChildSpec) -> StepClock:
     """The child's steps under its GPU's lease (none on a CPU, or where the spec names none)."""
     sync = _cuda_sync if spec.config.device == "cuda" else (lambda: None)
@@ -151,8 +155,39 @@ def _measure_operator(spec: ChildSpec, op, work, device, switch, results: dict, 
         clock.peak(op.name, int(torch.cuda.max_memory_reserved()))
         gc.collect()  # tensors held only by reference cycles go before the cache is emptied
         torch.cuda.empty_cache()
-        clock.residual(op.name, int(torch.cuda.memory_reserved()))
+        left = int(torch.cuda.memory_reserved())
+        clock.residual(op.name, left)
+        if left >= RESIDUAL_LOGGED_BYTES:
+            _log_live_tensors(op.name, left)
     return index
+
+
+def live_tensor_groups(keep=lambda t: t.is_cuda, top: int = 5) -> list[tuple[tuple, str, int, int]]:
+    """The largest groups of live tensors (those `keep` picks) reachable from Python: (shape, dtype, how many,
+    bytes), by bytes."""
+    import torch
+
+    groups: dict[tuple, list[int]] = {}
+    for obj in gc.get_objects():
+        try:
+            if issubclass(type(obj), torch.Tensor) and keep(obj):  # type(): no module's deprecation hook
+                count_bytes = groups.setdefault((tuple(obj.shape), str(obj.dtype).replace("torch.", "")), [0, 0])
+                count_bytes[0] += 1
+                count_bytes[1] += obj.untyped_storage().nbytes()
+        except Exception:  # noqa: BLE001 - an object that is not what it says: not ours to explain
+            continue
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1][1])[:top]
+    return [(shape, dtype, n, nbytes) for (shape, dtype), (n, nbytes) in ranked]
+
+
+def _log_live_tensors(op: str, reserved: int) -> None:
+    """What still holds memory after an operator, in the child's log (the ledger counts it as free again)."""
+    import sys
+
+    listed = "; ".join(f"{n} x {list(shape)} {dtype} ({b / 2**30:.2f} GiB)"
+                       for shape, dtype, n, b in live_tensor_groups())
+    print(f"adaln-bench: after {op} this process still reserves {reserved / 2**30:.1f} GiB; live CUDA tensors: "
+          f"{listed or 'none reachable from Python'}", file=sys.stderr, flush=True)
 
 
 def _check_cold_start(spec: ChildSpec, op, name: str, index: int, forks, clock: StepClock,
