@@ -34,16 +34,47 @@ def _jobs(*keys: str) -> list[_Job]:
 
 def test_a_later_part_waits_for_the_first_and_its_slot_takes_the_next_job_meanwhile():
     queue = JobQueue(_jobs("plain.0", "plain.1", "vllm.0", "vllm.1", "recipe"), threading.Event())
-    assert queue.take().key == "plain.0"
-    assert queue.take().key == "vllm.0"  # plain.1 must wait: plain is not switched on yet
-    assert queue.take().key == "recipe"
+    first, second, third = queue.take(), queue.take(), queue.take()
+    assert first.key == "plain.0"
+    assert second.key == "vllm.0"  # plain.1 must wait: plain is not switched on yet
+    assert third.key == "recipe"
     queue.switched_on("plain")
     later = queue.take()
     assert later.key == "plain.1" and queue.verdict(later) is None
     queue.decide("vllm", "vllm is not installed")
     vllm = queue.take()
     assert vllm.key == "vllm.1" and queue.verdict(vllm) == "vllm is not installed"
+    for job in (first, second, third, later, vllm):
+        queue.finished(job)
     assert queue.take() is None
+
+
+def test_a_running_job_may_add_follow_ups_and_a_free_slot_waits_for_them():
+    # A mode's next latency repetition is queued when its repetition before ends: a slot that finds nothing to
+    # take waits while a job runs, and takes its follow-up; behind jobs not yet started.
+    queue = JobQueue(_jobs("plain", "vllm"), threading.Event())
+    plain, vllm = queue.take(), queue.take()
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(queue.take()))
+    waiter.start()
+    waiter.join(timeout=0.5)
+    assert waiter.is_alive()  # nothing to take, but plain and vllm still run
+    queue.add(_jobs("plain2"))
+    queue.finished(plain)
+    waiter.join(timeout=5)
+    assert [j.key for j in got] == ["plain2"]
+    queue.add(_jobs("vllm2", "recipe"))
+    assert [queue.take().key for _ in range(2)] == ["vllm2", "recipe"]
+    for job in (vllm, got[0]):
+        queue.finished(job)
+    queue.finished(None)
+    queue.finished(None)
+    assert queue.take() is None
+    stopping = threading.Event()
+    stopped = JobQueue(_jobs("plain"), stopping)
+    stopping.set()
+    stopped.add(_jobs("plain2"))  # none once the run stops
+    assert stopped.drain() == _jobs("plain")
 
 
 def test_the_first_decision_stands_and_a_first_part_gets_no_verdict():

@@ -135,28 +135,34 @@ def test_merge_candidate_leaves_entries_without_device_time_alone():
 
 
 class FakeRunner:
-    """Stands in for ModeRunner: records what it was asked to run; each child gives one fresh sample set."""
+    """Stands in for ModeRunner: one slot, its jobs in order, follow-ups (`add_jobs`) behind them; records what it
+    was asked to run; each child gives one fresh sample set."""
 
     def __init__(self, log, options, unavailable=(), interrupt_after=None, stopped_child=None):
         self.log, self.options = log, options
         self.unavailable, self.interrupt_after, self.stopped_child = unavailable, interrupt_after, stopped_child
+        self.queue = []
+
+    def add_jobs(self, jobs):
+        self.queue.extend(jobs)
 
     def run_all(self, jobs, on_done):
-        rep = 1 if self.options.parts.probes else 1 + sum(1 for entry in self.log if entry[0] == "start")
-        self.log.append(("start", rep))
-        for job in jobs:
-            name = job.mode.name
-            self.log.append((rep, name, tuple(c for w in job.work for c in w.candidates), self.options.parts.probes,
-                             self.options.parts.accuracy))
+        self.log.append(("start", 1))
+        self.queue = list(jobs)
+        while self.queue:
+            job = self.queue.pop(0)
+            rep, name, parts = job.repetition, job.mode.name, (job.config or self.options).parts
+            self.log.append((rep, name, tuple(c for w in job.work for c in w.candidates), parts.probes,
+                             parts.accuracy))
             if name in self.unavailable:
-                on_done(name, ModeOutcome(ModeRun(status="unavailable", reason="x"), None, {OP: {
+                on_done(job.key, ModeOutcome(ModeRun(status="unavailable", reason="x"), None, {OP: {
                     f"diffusers[{name}]": CandidateUnavailable(unavailable="x", status="unavailable")}}))
                 continue
             if self.stopped_child == (rep, name):  # a child the runner stopped (SIGTERM), without raising
-                on_done(name, ModeOutcome(ModeRun(status="interrupted", reason="stopped by SIGTERM"), None, {}))
+                on_done(job.key, ModeOutcome(ModeRun(status="interrupted", reason="stopped by SIGTERM"), None, {}))
                 continue
             base = 100.0 * rep
-            on_done(name, ModeOutcome(ModeRun(status="ok"), None, {OP: {
+            on_done(job.key, ModeOutcome(ModeRun(status="ok"), None, {OP: {
                 f"diffusers[{name}]": _result({"1": _dt([base, base + 1, base + 2, base + 3, base + 4])})}}))
             if self.interrupt_after == (rep, name):
                 raise KeyboardInterrupt
@@ -276,3 +282,27 @@ def test_a_repetition_keeps_the_modes_interpreter_and_drops_candidates_without_a
         "plain": ModeOutcome(run=ModeRun(status="crashed"), child=None, results={}),
     }
     assert repeat_jobs(jobs, first) == [ModeJob(modes["vllm"], _work("diffusers"), "/envs/vllm/bin/python")]
+
+
+def test_a_repetition_measures_its_parts_own_operators_without_claiming_them_again():
+    # A shared mode's part claimed its operators in repetition 1; its repetitions run in the same runner (one lease,
+    # one ledger), whose claims folder still holds those claims: they must not claim again, only re-time.
+    modes = all_modes()
+    part = ModeJob(modes["plain"], _work("diffusers"), part=1, shared=True)
+    seen = []
+
+    class Recording(FakeRunner):
+        def run_all(self, jobs, on_done):
+            self.queue = list(jobs)
+            while self.queue:
+                job = self.queue.pop(0)
+                seen.append(job)
+                on_done(job.key, ModeOutcome(ModeRun(status="ok"), None, {OP: {
+                    "diffusers[plain]": _result({"1": _dt([100.0, 101.0, 102.0])})}}))
+
+    run = RepeatedRun(OPTIONS, 3, lambda opts: contextlib.nullcontext(Recording([], opts)))
+    run.run([part], lambda *a: None)
+    assert [(j.key, j.repetition, j.shared) for j in seen] == [("plain.1", 1, True), ("plain.1.rep2", 2, False),
+                                                                ("plain.1.rep3", 3, False)]
+    assert all(j.config.parts.probes is False and j.config.parts.latency for j in seen[1:])
+    assert run.outcomes["plain.1"].results[OP]["diffusers[plain]"].accuracy_latency["1"].device_time.processes == 3

@@ -85,7 +85,7 @@ def run_command(
                                       "SMs: native (this GPU's), h200 (132), b200 (148) or a number; so that "
                                       "reports of two GPUs compare on the same inputs."),
     repeat: int = typer.Option(1, "--repeat", metavar="K",
-                               help="Measure each mode's latency in K fresh processes, interleaved, every sample "
+                               help="Measure each mode's latency in K fresh processes, one after another, every sample "
                                "kept (device time); probes and accuracy run once. The nightly uses 3."),
     serial: bool = typer.Option(False, "--serial",
                                 help="One step at a time: one child per GPU (one on a CPU), one cold-start check at "

@@ -1,14 +1,17 @@
-"""`run --repeat K`: each mode's latency measured in K fresh processes, interleaved, every sample kept.
+"""`run --repeat K`: each mode's latency measured in K fresh processes, every sample kept.
 
 Repetition 1 is the ordinary run of every mode (probes, accuracy, latency). Repetitions 2 … K start one
-latency-only child per mode again (parts: no probes, no accuracy), all modes once per repetition, so the
-order is A1 B1 A2 B2 …: a slow drift of the machine (clocks, temperature, a neighbour) spreads over every
-mode instead of landing on the last one. Device-time samples of all K processes are pooled into one
-`device_time` per T with `processes = K`. Invariance, accuracy and the CUDA-event figures (RL-Kernel's
-median of 100 samples in one process) come from repetition 1 alone.
+latency-only child per mode part again (parts: no probes, no accuracy), each as soon as the part's repetition
+before it ends, in the same runner (one GPU lease and memory ledger: its latency still runs with the GPU to
+itself), queued behind every job not yet started. So they fill slots that would idle at the end of repetition 1,
+and a part's K processes are apart in time, with other modes' work between them: a slow drift of the machine
+(clocks, temperature, a neighbour) spreads over every mode instead of landing on the last one; one slot at a
+time gives A1 B1 A2 B2 …. Device-time samples of all K processes are pooled into one `device_time` per T with
+`processes = K`. Invariance, accuracy and the CUDA-event figures (RL-Kernel's median of 100 samples in one
+process) come from repetition 1 alone.
 
-`merge_device_times` and `merge_candidate` are pure; `RepeatedRun` drives a `ModeRunner` (or anything
-with its `run_all` and context-manager interface) and is tested with a fake one.
+`merge_device_times` and `merge_candidate` are pure; `RepeatedRun` drives a `ModeRunner` (or anything with its
+`run_all`, `add_jobs` and context-manager interface) and is tested with a fake one.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from adaln_bench.datamodel.stats import median
 
 
 def interleaved_order(modes: Sequence[str], repeat: int) -> list[tuple[int, str]]:
-    """(repetition, mode) in the order the children run: every mode once per repetition."""
+    """(repetition, mode) in the order the children run one slot at a time: every mode once per repetition."""
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, not {repeat}")
     return [(rep, mode) for rep in range(1, repeat + 1) for mode in modes]
@@ -163,6 +166,8 @@ def merge_outcomes(first: dict[str, ModeOutcome], repeats: Sequence[dict[str, Mo
 class Runner(Protocol):
     def run_all(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> None: ...
 
+    def add_jobs(self, jobs: list[ModeJob]) -> None: ...
+
 
 def repeat_jobs(jobs: Sequence[ModeJob], first: dict[str, ModeOutcome]) -> list[ModeJob]:
     """The jobs worth repeating: modes that ran, with the candidates that gave a result there."""
@@ -223,29 +228,35 @@ class RepeatedRun:
                 merged[job.key] = replace(merged[job.key], run=run)
         return merged
 
+    def _repetition(self, rep: int) -> dict[str, ModeOutcome]:
+        while len(self.repeats) < rep - 1:
+            self.repeats.append({})
+        return self.repeats[rep - 2]
+
     def run(self, jobs: list[ModeJob], on_done: Callable[[str, ModeOutcome], None]) -> dict[str, ModeOutcome]:
         self._jobs = list(jobs)
+        known = {job.key: job for job in jobs}
+        latency = latency_only(self.options)
 
-        def first_done(name: str, outcome: ModeOutcome) -> None:
-            self.first[name] = outcome
-            on_done(name, outcome)
+        def done(key: str, outcome: ModeOutcome) -> None:
+            job = known[key]
+            if job.repetition == 1:
+                self.first[key] = outcome
+                on_done(key, outcome)
+                again = repeat_jobs([job], {key: outcome}) if self.repeat > 1 else []
+                # Its own operators, not claimed again: the claims of repetition 1 are in the same runner.
+                follow = replace(again[0], repetition=2, config=latency, shared=False) if again else None
+            else:
+                self._repetition(job.repetition)[job.base_key] = outcome
+                self.on_repeat(job.repetition, job.base_key, outcome)
+                follow = replace(job, repetition=job.repetition + 1) if job.repetition < self.repeat else None
+            if follow is not None and outcome.run.status != "interrupted":
+                known[follow.key] = follow
+                runner.add_jobs([follow])
 
         try:
             with self.make_runner(self.options) as runner:
-                runner.run_all(jobs, first_done)
-            again = repeat_jobs(jobs, self.first)
-            for rep in range(2, self.repeat + 1):
-                if not again:
-                    break
-                got: dict[str, ModeOutcome] = {}
-                self.repeats.append(got)
-
-                def done(name: str, outcome: ModeOutcome, rep: int = rep, got=got) -> None:
-                    got[name] = outcome
-                    self.on_repeat(rep, name, outcome)
-
-                with self.make_runner(latency_only(self.options)) as runner:
-                    runner.run_all(again, done)
+                runner.run_all(jobs, done)
         except BaseException:
             self._stopped = True
             raise

@@ -183,12 +183,14 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
               file=sys.stderr)
     with StopSignals() as stops:
         with progress_display(jobs, quiet) as progress:
-            def runner_of(opts, on_progress):
-                made = ModeRunner(opts, slots, on_progress)
-                made.stop_cause = stops.cause
-                return made
+            shown = {job.key for job in jobs}  # the display has a line per job of repetition 1, not per repeat
 
-            runner = runner_of(options, progress.update)
+            def on_progress(key: str, event: dict) -> None:
+                if key in shown:
+                    progress.update(key, event)
+
+            runner = ModeRunner(options, slots, on_progress)
+            runner.stop_cause = stops.cause
 
             def done(key: str, outcome: ModeOutcome) -> None:
                 outcomes[key] = outcome
@@ -200,9 +202,8 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
                     print(f"adaln-bench: {key}: latency repetition {rep}/{repeats} {outcome.run.status} after "
                           f"{outcome.run.wall_s or 0:.0f} s{why}", file=sys.stderr)
 
-            # Repetition 1 in full on `runner`, then latency-only children in fresh processes, interleaved.
-            run = RepeatedRun(options, repeats, lambda opts: runner if opts is options else
-                              runner_of(opts, lambda key, event: None), on_repeat=repeated)
+            # Repetition 1 in full on `runner`; each part's latency-only repetitions follow it on the same runner.
+            run = RepeatedRun(options, repeats, lambda opts: runner, on_repeat=repeated)
             try:
                 with stops.raising():
                     run.run(jobs, done)

@@ -5,6 +5,9 @@ is the same for all of them (one environment, one interpreter), so the first par
 later part starts only once the first has switched the mode on, and is never started when the first reported
 the mode unavailable (each unavailable mode costs one torch import instead of one per part). While a later part
 waits, its slot takes the next job that can start, so no slot idles.
+
+A job that ends may add follow-up jobs (`add`: a mode's next latency repetition, harness/assembly/repeat.py),
+queued behind every job not yet started; so a free slot waits, rather than ends, while a job still runs.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ class JobQueue(Generic[J, V]):
         self._stopping = stopping
         self._cv = threading.Condition()
         self._decided: dict[str, Optional[V]] = {}  # mode -> None (switched on, or unknown) or the verdict
+        self._running = 0  # jobs taken and not yet `finished`: each may still `add` follow-ups
 
     @staticmethod
     def _is_later_part(job: J) -> bool:
@@ -44,15 +48,30 @@ class JobQueue(Generic[J, V]):
         return not self._is_later_part(job) or job.mode.name in self._decided
 
     def take(self) -> Optional[J]:
-        """The next job that may start; None when none is left or the run is stopping."""
+        """The next job that may start; None when none is left and no running job can add one, or the run is
+        stopping. Each job taken is `finished` once its outcome is given."""
         with self._cv:
-            while self._pending and not self._stopping.is_set():
+            while (self._pending or self._running) and not self._stopping.is_set():
                 for job in self._pending:
                     if self._may_start(job):
                         self._pending.remove(job)
+                        self._running += 1
                         return job
                 self._cv.wait(POLL_S)
             return None
+
+    def finished(self, job: J) -> None:
+        """A job taken has its outcome (and has added its follow-ups)."""
+        with self._cv:
+            self._running -= 1
+            self._cv.notify_all()
+
+    def add(self, jobs: list[J]) -> None:
+        """Follow-up jobs, behind every job not yet started; none once the run is stopping."""
+        with self._cv:
+            if not self._stopping.is_set():
+                self._pending.extend(jobs)
+                self._cv.notify_all()
 
     def switched_on(self, mode: str) -> None:
         """The first part switched the mode on: the later parts may start."""

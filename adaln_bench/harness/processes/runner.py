@@ -42,11 +42,20 @@ class ModeJob:
     part: Optional[int] = None  # set when one mode's operators are split over several children
     # The parts of a split mode share one list and each measures the operators it claims (harness/processes/claims.py).
     shared: bool = False
+    # `--repeat`: which of the K processes this is (harness/assembly/repeat.py), and the configuration its child
+    # gets where it is not the run's (a latency-only repetition's).
+    repetition: int = 1
+    config: Optional[RunConfig] = None
+
+    @property
+    def base_key(self) -> str:
+        """The mode's name, with the part when the mode is split (`plain.1`)."""
+        return self.mode.name if self.part is None else f"{self.mode.name}.{self.part}"
 
     @property
     def key(self) -> str:
-        """The job's name: its mode's, with the part when the mode is split (`plain.1`)."""
-        return self.mode.name if self.part is None else f"{self.mode.name}.{self.part}"
+        """The job's name: `base_key`, with the repetition after the first (`plain.1.rep2`)."""
+        return self.base_key if self.repetition == 1 else f"{self.base_key}.rep{self.repetition}"
 
     def report_names(self) -> list[tuple[str, str]]:
         """(operator, the candidate's name in the report) for every candidate of the job."""
@@ -154,7 +163,7 @@ class ModeRunner:
         files = ChildFiles.named(self.workdir, name)
         claims = self.workdir / f"{mode_name}{CLAIMS_SUFFIX}" if job.shared else None
         lease_dir, lease_key = lease_of(self.options, self.workdir, gpu)
-        spec = ChildSpec(config=self.options, mode=mode_name, work=list(job.work),
+        spec = ChildSpec(config=job.config or self.options, mode=mode_name, work=list(job.work),
                          claims_dir=str(claims) if claims else None, claimant=name if claims else None,
                          lease_dir=lease_dir, lease_key=lease_key)
         if self._stopping.is_set():  # before touching the work directory, which may be going away
@@ -273,17 +282,10 @@ class ModeRunner:
                 job = todo.take()
                 if job is None:
                     return
-                verdict = todo.verdict(job)
-                if verdict is not None:
-                    on_done(job.key, self.unavailable_as(job, verdict))
-                    continue
-                outcome = None
                 try:
-                    outcome = self._run_guarded(job, gpu)
-                finally:  # whatever happened, the later parts of its mode must not wait for ever
-                    todo.decide(job.mode.name, outcome if outcome is not None and
-                                outcome.run.status == "unavailable" else None)
-                on_done(job.key, outcome)
+                    self._work_on(todo, job, gpu, on_done)
+                finally:  # its follow-ups, if any, are queued by now
+                    todo.finished(job)
 
         self._threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in self.slots]
         for t in self._threads:
@@ -299,6 +301,25 @@ class ModeRunner:
         finally:
             for job in todo.drain():  # jobs no worker took before they stopped
                 on_done(job.key, self.not_started(job))
+
+    def _work_on(self, todo: JobQueue, job: ModeJob, gpu: Optional[int],
+                 on_done: Callable[[str, ModeOutcome], None]) -> None:
+        verdict = todo.verdict(job)
+        if verdict is not None:
+            on_done(job.key, self.unavailable_as(job, verdict))
+            return
+        outcome = None
+        try:
+            outcome = self._run_guarded(job, gpu)
+        finally:  # whatever happened, the later parts of its mode must not wait for ever
+            todo.decide(job.mode.name, outcome if outcome is not None and
+                        outcome.run.status == "unavailable" else None)
+        on_done(job.key, outcome)
+
+    def add_jobs(self, jobs: list[ModeJob]) -> None:
+        """Follow-up jobs of a running `run_all` (a mode's next repetition), behind every job not yet started."""
+        if self._queue is not None:
+            self._queue.add(jobs)
 
     def _run_guarded(self, job: ModeJob, gpu: Optional[int]) -> ModeOutcome:
         """A failure in this process (starting the child, reading its files) is that mode's `failed`, with the
