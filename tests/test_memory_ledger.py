@@ -196,3 +196,16 @@ def test_live_tensor_groups_name_what_holds_memory():
     assert ((1031, 2053), "float64", 2, 2 * 1031 * 2053 * 8) in groups
     assert [g[3] for g in groups] == sorted((g[3] for g in groups), reverse=True)
     del held
+
+
+def test_a_latency_only_child_reserves_for_the_timed_sizes_alone():
+    # A --repeat process runs no probe and no accuracy: its reservation is that of the largest timed size, not of
+    # the probes' full batch, so that running beside repetition 1 it does not hold adaln_row_gather's 72 GiB.
+    from adaln_bench.harness.assembly.shapes import PRESETS
+    from adaln_bench.harness.processes.memory_ledger import operator_reservation, rows_reservation
+    from adaln_bench.ops.registry import get_operator
+
+    op, h3 = get_operator("adaln_row_gather"), PRESETS["h3"]
+    timed = max(op.family.plan(False).accuracy_sizes)
+    assert operator_reservation(op, h3, False, latency_only=True) == rows_reservation(op, h3, timed)
+    assert operator_reservation(op, h3, False, latency_only=True) * 3 < operator_reservation(op, h3, False)

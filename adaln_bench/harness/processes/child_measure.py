@@ -86,8 +86,10 @@ def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, st
     pool = ColdStartPool(spec.config.cold_start_pool if on_gpu else 1, beside=on_gpu and spec.config.cold_start_beside)
     ledger = ledger_for(spec.lease_dir, spec.lease_key, spec.config.memory_budget_bytes)
     # Memory is taken before any lease (memory_ledger.py); the queue skips what another part of the mode claimed.
+    parts = spec.config.parts
+    latency_only = not (parts.probes or parts.accuracy)  # a --repeat process: the timed sizes only
     queue = OperatorQueue(spec.work, lambda op: operator_reservation(get_operator(op), spec.config.shape,
-                                                                     spec.config.quick),
+                                                                     spec.config.quick, latency_only),
                           ledger, spec.claims_dir, spec.claimant or spec.mode)
     try:
         index = 0

@@ -38,15 +38,18 @@ LEDGER_SUFFIX = ".memory.json"
 LOCK_SUFFIX = ".memory.lock"
 
 
-def largest_step_tokens(op, quick: bool) -> int:
-    """The most rows any part of the operator's plan runs at once."""
+def largest_step_tokens(op, quick: bool, latency_only: bool = False) -> int:
+    """The most rows any part of the operator's plan runs at once; a latency-only child (a `--repeat` process)
+    runs the timed sizes alone."""
     p = op.family.plan(quick)
+    if latency_only:
+        return max(p.accuracy_sizes)
     return max(p.full_batch, p.sweep_n, *p.accuracy_sizes, *p.all_rows_sizes)
 
 
-def operator_reservation(op, shape, quick: bool) -> int:
+def operator_reservation(op, shape, quick: bool, latency_only: bool = False) -> int:
     """What a child reserves while it measures `op`."""
-    return rows_reservation(op, shape, largest_step_tokens(op, quick))
+    return rows_reservation(op, shape, largest_step_tokens(op, quick, latency_only))
 
 
 def rows_reservation(op, shape, rows: int) -> int:
