@@ -54,3 +54,16 @@ def test_phases_add_up_over_the_parts_of_a_mode_and_the_repeats_count_apart():
 def test_a_mode_that_never_started_spent_nothing():
     got = run_time([_job("plain", "plain")], {"plain": _outcome(None)}, [], None)
     assert got["modes"]["plain"]["children"] == 0 and got["phases_s"] == {} and got["gpu_exclusive_s"] == 0.0
+
+
+def test_a_process_keeps_the_most_memory_per_operator():
+    # A child measures an operator once, but a repetition or a second part may meet it again: the most counts.
+    from adaln_bench.harness.measurement.step_clock import StepClock
+
+    clock = StepClock()
+    for op, peak, left in (("a", 5 << 30, 1 << 20), ("a", 3 << 30, 2 << 20), ("b", 1 << 30, 0)):
+        clock.peak(op, peak)
+        clock.residual(op, left)
+    times = clock.snapshot()
+    assert times.peak_memory_by_op == {"a": 5 << 30, "b": 1 << 30}
+    assert times.residual_memory_by_op == {"a": 2 << 20, "b": 0}

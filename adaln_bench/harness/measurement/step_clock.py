@@ -149,16 +149,16 @@ class StepClock:
 
     def peak(self, op: str, nbytes: int) -> None:
         """The most the process reserved while it measured `op`."""
-        with self._lock:
-            t = self.times
-            t.peak_memory_by_op = {**t.peak_memory_by_op, op: max(nbytes, t.peak_memory_by_op.get(op, 0))}
+        self._most("peak_memory_by_op", op, nbytes)
 
     def residual(self, op: str, nbytes: int) -> None:
         """What the process still reserved once `op` was done and its cache emptied."""
+        self._most("residual_memory_by_op", op, nbytes)
+
+    def _most(self, field: str, op: str, nbytes: int) -> None:
         with self._lock:
-            t = self.times
-            t.residual_memory_by_op = {**t.residual_memory_by_op,
-                                       op: max(nbytes, t.residual_memory_by_op.get(op, 0))}
+            by_op = getattr(self.times, field)
+            setattr(self.times, field, {**by_op, op: max(nbytes, by_op.get(op, 0))})
 
     def snapshot(self) -> StepTimes:
         with self._lock:
