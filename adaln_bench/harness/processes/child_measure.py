@@ -88,15 +88,16 @@ def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, st
     # Memory is taken before any lease (memory_ledger.py); the queue skips what another part of the mode claimed.
     parts = spec.config.parts
     latency_only = not (parts.probes or parts.accuracy)  # a --repeat process: the timed sizes only
-    queue = OperatorQueue(spec.work, lambda op: operator_reservation(get_operator(op), spec.config.shape,
-                                                                     spec.config.quick, latency_only),
-                          ledger, spec.claims_dir, spec.claimant or spec.mode)
+    def reservation_of(op: str) -> int:
+        return operator_reservation(get_operator(op), spec.config.shape, spec.config.quick, latency_only)
+
+    queue = OperatorQueue(spec.work, reservation_of, ledger, spec.claims_dir, spec.claimant or spec.mode)
     try:
         index = 0
         while (taken := queue.take()) is not None:
             try:
                 clock.add(BUILD, waited=taken.waited_s)
-                _say_if_alone(ledger, taken, device)
+                _say_if_alone(ledger, taken.work.op, reservation_of(taken.work.op), device)
                 index = _measure_operator(spec, get_operator(taken.work.op), taken.work, device, switch, results,
                                           inputs, state, forks, clock, pool, index, ledger)
             finally:
@@ -105,21 +106,18 @@ def measure_all(spec: ChildSpec, device, switch, results: dict, inputs: dict, st
         pool.close()
 
 
-def _say_if_alone(ledger, taken, device) -> None:
+def _say_if_alone(ledger, op: str, nbytes: int, device) -> None:
     """A reservation past the budget runs alone (memory_ledger.py): its log says how much of the GPU was free
     when it began, the first thing to read if it runs out of memory."""
     budget = getattr(ledger, "budget_bytes", None)
-    if device.type != "cuda" or budget is None:
-        return
-    nbytes = ledger.held().get(taken.token)
-    if nbytes is None or nbytes <= budget:
+    if device.type != "cuda" or budget is None or nbytes <= budget:
         return
     import sys
 
     import torch
 
     free, total = torch.cuda.mem_get_info(device)
-    print(f"adaln-bench: {taken.work.op} runs alone: it reserves {nbytes / 2**30:.1f} GiB, past the budget's "
+    print(f"adaln-bench: {op} runs alone: it reserves {nbytes / 2**30:.1f} GiB, past the budget's "
           f"{budget / 2**30:.1f}; {free / 2**30:.1f} of {total / 2**30:.1f} GiB free now", file=sys.stderr, flush=True)
 
 
@@ -199,8 +197,8 @@ def _check_cold_start(spec: ChildSpec, op, name: str, index: int, forks, clock: 
 
     def check():
         # Not beside another child's operator that runs alone (memory_ledger.py): wait for it, then start.
-        asked = clock.now()
-        while (token := ledger.try_check(rows_reservation(op, spec.config.shape, TOKENS))) is None:
+        asked, nbytes = clock.now(), rows_reservation(op, spec.config.shape, TOKENS)
+        while (token := ledger.try_check(nbytes)) is None:
             time.sleep(ledger.poll_s)
         clock.add(COLD_START, waited=clock.now() - asked)
         try:
