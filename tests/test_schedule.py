@@ -157,3 +157,26 @@ def test_checks_run_beside_the_child_where_the_plan_counted_them():
     # No plan, no room: every check one at a time, the child waiting.
     assert not S.SERIAL.checks_beside and not plan(None, 16, GIB).checks_beside
     assert not plan(8 * GIB, 16, 10 * GIB).checks_beside
+
+
+def test_an_alone_plan_takes_fewer_processes_rather_than_falling_to_one_child():
+    # 60 GiB alone on 78.7 GiB free: 4 x (1 + 3) contexts fit beside it, but 4 children with their checks would
+    # leave the others' steps less than the next largest reservation (27.56 GiB, which would then run alone too).
+    # The plan takes the most processes that leave that budget, not one child at a time.
+    got = plan(int(78.7 * GIB), 16, 60 * GIB, int(4.36 * GIB), next_step_bytes=int(27.56 * GIB))
+    assert (got.children_per_gpu, got.cold_start_pool, got.largest_alone) == (3, 2, True)
+    assert got.memory_budget_bytes >= int(27.56 * GIB)
+    assert got.memory_budget_bytes == int(0.8 * int(78.7 * GIB) - 3 * (3 * S.CONTEXT_BYTES + 2 * int(4.36 * GIB)))
+    # Without a next reservation to keep, any budget left will do: more processes.
+    loose = plan(int(78.7 * GIB), 16, 60 * GIB, int(4.36 * GIB))
+    assert loose.children_per_gpu * (1 + loose.cold_start_pool) > 9 and loose.memory_budget_bytes > 0
+
+
+def test_the_second_largest_reservation_of_a_run():
+    from adaln_bench.harness.assembly.shapes import PRESETS
+    from adaln_bench.ops.registry import get_operator
+
+    ops = [get_operator(n) for n in ("adaln_row_gather", "gate_residual", "timestep_mlp")]
+    h3 = PRESETS["h3"]
+    assert S.second_step_bytes(ops, h3, quick=False) == S.operator_reservation(ops[1], h3, quick=False)
+    assert S.second_step_bytes(ops[:1], h3, quick=False) == 0

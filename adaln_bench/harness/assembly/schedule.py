@@ -61,11 +61,13 @@ SERIAL = Schedule(1, 1, True, "--serial: one step at a time")
 
 
 def plan(free_bytes: Optional[int], cores_per_gpu: int, largest_step_bytes: int, check_bytes: int = 0,
-         serial: bool = False) -> Schedule:
+         serial: bool = False, next_step_bytes: int = 0) -> Schedule:
     """The most side-by-side work that fits: the largest pool (up to MAX_COLD_START_POOL), then the most children
     (up to MAX_CHILDREN_PER_GPU), with `children * (1 + pool)` processes within the cores; within MEMORY_SHARE of
     the free memory, every process's context, every cold-start check's steps (`check_bytes` each: small, so
-    counted up front) and the largest operator's reservation; the rest of that share is the steps' budget."""
+    counted up front) and the largest operator's reservation; the rest of that share is the steps' budget. Where
+    the largest runs alone, the budget still holds the next largest (`next_step_bytes`): only one operator runs
+    alone."""
     if serial:
         return SERIAL
     if free_bytes is None:
@@ -76,8 +78,9 @@ def plan(free_bytes: Optional[int], cores_per_gpu: int, largest_step_bytes: int,
     def fixed(children: int, pool: int) -> int:  # what the processes hold whatever they measure
         return children * ((1 + pool) * CONTEXT_BYTES + pool * check_bytes)
 
-    def best(processes_room: float, fixed_of) -> Optional[tuple[int, int]]:
-        """The most processes (among equals, more children) with `children * fixed_of(pool)` within the room."""
+    def best(processes_room: float, fixed_of, leaves_budget: bool = False) -> Optional[tuple[int, int]]:
+        """The most processes (among equals, more children) with `children * fixed_of(pool)` within the room;
+        `leaves_budget`: also leaving the steps a budget that holds the next largest reservation."""
         fits = []
         for pool in range(1, MAX_COLD_START_POOL + 1):
             by_memory = int(processes_room // fixed_of(pool))
@@ -85,6 +88,8 @@ def plan(free_bytes: Optional[int], cores_per_gpu: int, largest_step_bytes: int,
             if pool == 1:
                 by_cores = max(1, by_cores)  # one child and its one check, whatever the cores: what a serial run does
             children = min(MAX_CHILDREN_PER_GPU, by_memory, by_cores)
+            while leaves_budget and children >= 1 and share - fixed(children, pool) < max(1, next_step_bytes):
+                children -= 1
             if children >= 1:
                 fits.append((children, pool))
         return max(fits, key=lambda f: (f[0] * (1 + f[1]), f[0])) if fits else None
@@ -99,9 +104,7 @@ def plan(free_bytes: Optional[int], cores_per_gpu: int, largest_step_bytes: int,
         # (memory_ledger.py: no other reservation, no cold-start check), so only the processes' contexts are beside
         # it, within the whole free memory (the reservation is a measured peak with a margin); the others share
         # what the share leaves once every process and check is counted.
-        chosen = best(free_bytes - largest_step_bytes, lambda pool: (1 + pool) * CONTEXT_BYTES)
-        if chosen is not None and share - fixed(*chosen) <= 0:
-            chosen = None
+        chosen = best(free_bytes - largest_step_bytes, lambda pool: (1 + pool) * CONTEXT_BYTES, leaves_budget=True)
         alone = chosen is not None
     if chosen is None:
         return Schedule(1, 1, False, f"one child per GPU, one cold-start check at a time: {sizes_text}",
@@ -124,6 +127,11 @@ def largest_step_bytes(ops: Sequence, shape, quick: bool) -> int:
     return max([0, *(operator_reservation(op, shape, quick) for op in ops)])
 
 
+def second_step_bytes(ops: Sequence, shape, quick: bool) -> int:
+    """The second largest reservation of one operator of the run (0 with a single operator)."""
+    return ([0, 0, *sorted(operator_reservation(op, shape, quick) for op in ops)])[-2]
+
+
 def check_bytes(ops: Sequence, shape) -> int:
     """The most a cold-start check's steps hold (any operator of the run, at the check's rows)."""
     from adaln_bench.harness.processes.cold_start import TOKENS
@@ -143,7 +151,8 @@ def schedule_for_run(ops: Sequence, shape, quick: bool, gpus: Sequence[Optional[
     frees = free_bytes_of(gpus)
     free = None if any(f is None for f in frees) else min(frees)
     per_gpu = max(1, (cores or os.cpu_count() or 1) // max(1, len(gpus)))
-    return plan(free, per_gpu, largest_step_bytes(ops, shape, quick), check_bytes(ops, shape))
+    return plan(free, per_gpu, largest_step_bytes(ops, shape, quick), check_bytes(ops, shape),
+                next_step_bytes=second_step_bytes(ops, shape, quick))
 
 
 def slots_of(gpus: Sequence[Optional[int]], schedule: Schedule) -> list[Optional[int]]:
