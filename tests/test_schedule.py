@@ -4,9 +4,9 @@ from adaln_bench.harness.assembly.schedule import GIB, plan, slots_of
 
 
 def test_a_roomy_gpu_gets_the_most_children_and_the_largest_pool():
+    # Sixteen cores: 4 x (1 + 3) processes beat 5 x (1 + 2) and 6 x (1 + 1), the most children allowed.
     got = plan(free_bytes=130 * GIB, cores_per_gpu=16, largest_step_bytes=10 * GIB)
-    assert (got.children_per_gpu, got.cold_start_pool, got.serial) == (S.MAX_CHILDREN_PER_GPU,
-                                                                       S.MAX_COLD_START_POOL, False)
+    assert (got.children_per_gpu, got.cold_start_pool, got.serial) == (4, S.MAX_COLD_START_POOL, False)
     assert "130.0 GiB free" in got.why
     # 0.8 x 130 GiB, less 4 x (1 + 3) contexts of 1 GiB: the steps' budget
     assert got.memory_budget_bytes == int(0.8 * 130 * GIB - 16 * S.CONTEXT_BYTES)
@@ -14,10 +14,10 @@ def test_a_roomy_gpu_gets_the_most_children_and_the_largest_pool():
 
 def test_memory_caps_the_children():
     # 0.8 x 40 GiB = 32 GiB; the largest step keeps 22 GiB: 10 contexts, so 2 children with a pool of 3 (8) or
-    # 3 with a pool of 2 (9) or 4 with a pool of 1 (8): the most processes is 3 x 3.
+    # 3 with a pool of 2 (9) or 5 with a pool of 1 (10): the most processes is 5 x 2.
     got = plan(free_bytes=40 * GIB, cores_per_gpu=16, largest_step_bytes=22 * GIB)
-    assert (got.children_per_gpu, got.cold_start_pool) == (3, 2)
-    assert got.memory_budget_bytes == int(32 * GIB - 9 * S.CONTEXT_BYTES)
+    assert (got.children_per_gpu, got.cold_start_pool) == (5, 1)
+    assert got.memory_budget_bytes == int(32 * GIB - 10 * S.CONTEXT_BYTES)
     # 0.8 x 14 GiB = 11.2 GiB, the largest step keeps 9: two contexts fit, one child and one check.
     got = plan(free_bytes=14 * GIB, cores_per_gpu=16, largest_step_bytes=9 * GIB)
     assert (got.children_per_gpu, got.cold_start_pool) == (1, 1)
@@ -50,8 +50,8 @@ def test_serial_and_unknown_memory_run_one_child():
 
 def test_the_h3_nightly_on_an_h200_runs_three_children_beside_the_largest_operator():
     # The whole family at h3: adaln_row_gather's probe batch decides the largest reservation, at its own measured
-    # step_copies. On the 139.3 GiB an H200 had free, a fourth child (or a pool of three checks) would leave less
-    # than that reservation; three children with two checks each leave room.
+    # step_copies. On the 139.3 GiB an H200 had free, the room beside that reservation holds six children with
+    # one check each (12 processes), more than three with two (9) or two with three (8).
     from adaln_bench.harness.assembly.shapes import PRESETS
     from adaln_bench.ops.registry import all_operators, get_operator
 
@@ -61,8 +61,8 @@ def test_the_h3_nightly_on_an_h200_runs_three_children_beside_the_largest_operat
     assert largest == S.operator_reservation(row_gather, PRESETS["h3"], quick=False)
     assert largest == int(row_gather.step_copies * row_gather.cost(PRESETS["h3"], 131072).step_bytes)
     got = plan(int(139.3 * GIB), 16, largest, check)
-    assert (got.children_per_gpu, got.cold_start_pool) == (3, 2)
-    assert got.memory_budget_bytes == int(0.8 * int(139.3 * GIB) - 3 * (3 * S.CONTEXT_BYTES + 2 * check))
+    assert (got.children_per_gpu, got.cold_start_pool) == (6, 1)
+    assert got.memory_budget_bytes == int(0.8 * int(139.3 * GIB) - 6 * (2 * S.CONTEXT_BYTES + check))
     assert got.memory_budget_bytes >= largest
     assert not got.largest_alone
     # An 80 GB H100 (78.7 GiB free) cannot hold that reservation beside anything within 0.8 of its memory: it runs
@@ -83,10 +83,10 @@ def test_the_h3_nightly_on_an_h200_runs_three_children_beside_the_largest_operat
 
 def test_checks_are_counted_up_front():
     got = plan(free_bytes=40 * GIB, cores_per_gpu=16, largest_step_bytes=10 * GIB, check_bytes=2 * GIB)
-    # 32 GiB less 10: 22 GiB for children x ((1 + pool) contexts + pool checks): 3 x (3 + 4) = 21 at a pool of 2
-    # (9 processes) beats 2 x (4 + 6) at 3 and 4 x (2 + 2) at 1 (8 each).
-    assert (got.children_per_gpu, got.cold_start_pool) == (3, 2)
-    assert got.memory_budget_bytes == int(32 * GIB - 21 * GIB)
+    # 32 GiB less 10: 22 GiB for children x ((1 + pool) contexts + pool checks): 5 x (2 + 2) = 20 at a pool of 1
+    # (10 processes) beats 3 x (3 + 4) at 2 (9) and 2 x (4 + 6) at 3 (8).
+    assert (got.children_per_gpu, got.cold_start_pool) == (5, 1)
+    assert got.memory_budget_bytes == int(32 * GIB - 20 * GIB)
 
 
 def test_slots_repeat_each_gpu_interleaved():
@@ -160,16 +160,17 @@ def test_checks_run_beside_the_child_where_the_plan_counted_them():
 
 
 def test_an_alone_plan_takes_fewer_processes_rather_than_falling_to_one_child():
-    # 60 GiB alone on 78.7 GiB free: 4 x (1 + 3) contexts fit beside it, but 4 children with their checks would
+    # 60 GiB alone on 78.7 GiB free: 6 x (1 + 1) contexts fit beside it, but 6 children with their checks would
     # leave the others' steps less than the next largest reservation (27.56 GiB, which would then run alone too).
-    # The plan takes the most processes that leave that budget, not one child at a time.
+    # The plan takes the most processes that leave that budget (5 x (1 + 1); 3 x (1 + 2) at a pool of two), not
+    # one child at a time.
     got = plan(int(78.7 * GIB), 16, 60 * GIB, int(4.36 * GIB), next_step_bytes=int(27.56 * GIB))
-    assert (got.children_per_gpu, got.cold_start_pool, got.largest_alone) == (3, 2, True)
+    assert (got.children_per_gpu, got.cold_start_pool, got.largest_alone) == (5, 1, True)
     assert got.memory_budget_bytes >= int(27.56 * GIB)
-    assert got.memory_budget_bytes == int(0.8 * int(78.7 * GIB) - 3 * (3 * S.CONTEXT_BYTES + 2 * int(4.36 * GIB)))
+    assert got.memory_budget_bytes == int(0.8 * int(78.7 * GIB) - 5 * (2 * S.CONTEXT_BYTES + int(4.36 * GIB)))
     # Without a next reservation to keep, any budget left will do: more processes.
     loose = plan(int(78.7 * GIB), 16, 60 * GIB, int(4.36 * GIB))
-    assert loose.children_per_gpu * (1 + loose.cold_start_pool) > 9 and loose.memory_budget_bytes > 0
+    assert loose.children_per_gpu * (1 + loose.cold_start_pool) > 10 and loose.memory_budget_bytes > 0
 
 
 def test_the_second_largest_reservation_of_a_run():

@@ -26,7 +26,7 @@ from adaln_bench.harness.processes.memory_ledger import operator_reservation, ro
 GIB = 1 << 30
 CONTEXT_BYTES = 1 * GIB  # allowed for a CUDA context, torch's allocator and the cuBLAS workspace
 MEMORY_SHARE = 0.8  # of the free memory: fragmentation and the estimate's error
-MAX_CHILDREN_PER_GPU = 4
+MAX_CHILDREN_PER_GPU = 6  # 6 x (1 + 1) processes within a 16-core host, with room for the parent and the compilers
 MAX_COLD_START_POOL = 3
 # CPU children at once: each uses one torch thread, so two share a 2-core machine's work.
 CPU_CHILDREN = 2
