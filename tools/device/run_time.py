@@ -2,10 +2,11 @@
 children and the most GPU memory one of them reserved. With `--trace STEPS.jsonl` (the run's
 ADALN_BENCH_STEP_TRACE), the trace's span split into seconds some exclusive step held the GPU, seconds only
 shared steps ran (and how many at once on average), and seconds no step ran.
-`python3 tools/device/run_time.py [--trace STEPS.jsonl] RUN_INDEX.json ...`"""
+`python3 tools/device/run_time.py [--trace STEPS.jsonl[.xz]] RUN_INDEX.json ...`"""
 from __future__ import annotations
 
 import json
+import lzma
 import sys
 
 GIB = 1 << 30
@@ -59,7 +60,8 @@ def timeline(steps: list[dict]) -> dict:
 
 
 def show_trace(path: str) -> None:
-    with open(path, encoding="utf-8") as f:
+    opener = lzma.open if path.endswith(".xz") else open  # a committed trace is kept compressed
+    with opener(path, "rt", encoding="utf-8") as f:
         steps = [json.loads(line) for line in f if line.strip()]
     t = timeline(steps)
     overlap = f"{t['shared_overlap']:.1f}" if t["shared_overlap"] else "-"
