@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -163,3 +164,41 @@ def test_run_time_splits_a_step_trace_into_exclusive_shared_only_and_idle_second
     assert (t["span_s"], t["exclusive_s"], t["shared_only_s"], t["idle_s"]) == (8, 2, 5, 1)
     assert t["shared_overlap"] == (4 + 2 + 1) / 5
     assert run_time.timeline([])["span_s"] == 0.0
+
+
+def _device_tool(name: str):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / f"tools/device/{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_time_gives_the_gpus_utilization_while_each_kind_of_step_ran(tmp_path, capsys):
+    import lzma
+
+    run_time, gpu_util = _device_tool("run_time"), _device_tool("gpu_util")
+
+    def step(start, end, exclusive=False):
+        return {"start": start, "end": end, "exclusive": exclusive}
+
+    steps = [step(0, 4), step(0, 2), step(5, 7, True), step(7, 8)]
+    assert run_time.kinds_at(steps, [-1, 1, 4.5, 6, 7.5, 9]) == ["idle", "shared", "idle", "exclusive", "shared",
+                                                                "idle"]
+    got = run_time.utilization(steps, [(6, 90.0), (1, 30.0), (3, 50.0), (4.5, 0.0)])
+    assert got == {"shared": {"mean_pct": 40.0, "samples": 2}, "exclusive": {"mean_pct": 90.0, "samples": 1},
+                   "idle": {"mean_pct": 0.0, "samples": 1}}
+    # gpu_util.py's lines, read back for GPU 0 only; a line nvidia-smi could not fill ([N/A]) is left out.
+    lines = gpu_util.sample_lines(1.0, "0, 30, 1000\n1, 99, 5\n0, [N/A], 7\n")
+    assert lines == ["1.000,0,30,1000", "1.000,1,99,5"]
+    util = tmp_path / "util.csv"
+    util.write_text("\n".join(lines + gpu_util.sample_lines(6.0, "0, 90, 1000")) + "\n")
+    assert run_time.read_util(str(util)) == [(1.0, 30.0), (6.0, 90.0)]
+    trace = tmp_path / "steps.jsonl.xz"  # a committed trace is compressed
+    with lzma.open(trace, "wt") as f:
+        f.write("\n".join(json.dumps(s) for s in steps) + "\n")
+    assert run_time.main(["--util", str(util), "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "4 steps over 8.0 s" in out and "exclusive 90 % (1 samples), shared 30 % (1 samples)" in out

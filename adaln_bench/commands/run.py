@@ -92,6 +92,10 @@ def run_command(
                                 "a time. Default on CUDA: probes, accuracy and cold-start checks of several "
                                 "children side by side as the free memory allows, latency always with the GPU to "
                                 "itself."),
+    mps: bool = typer.Option(False, "--mps",
+                             help="CUDA: the run's processes share each GPU through CUDA's Multi-Process Service, "
+                             "a daemon the run starts and stops itself (nvidia-cuda-mps-control), instead of "
+                             "taking turns; where it is missing or fails, the run goes on without it and says so."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report per operator."""
     from adaln_bench.commands.progress import RunProgress
@@ -106,6 +110,8 @@ def run_command(
     if megatron_src is not None and not megatron_src.is_dir():
         raise UserError(f"--megatron-src {megatron_src}: not a directory")
     run_device = resolve_device(device)
+    if mps and run_device != "cuda":
+        raise UserError(f"--mps shares a GPU; this run is on the {run_device}")
     slots = _parse_gpus(gpus, run_device)
     geometry = _draw_geometry(draw_geometry, run_device)
     shape: Shape = resolve_shape(preset, dim, hidden, modalities, on_gpu=run_device == "cuda")
@@ -115,7 +121,7 @@ def run_command(
         timeout=timeout, slots=slots, modes_file=modes_file, megatron_src=megatron_src, python=list(python),
         envs_file=envs_file, quiet=quiet, strict=strict, yes=yes, latency_only=latency_only,
         accuracy_only=accuracy_only, cold_start=cold_start, geometry=geometry, repeat=repeat,
-        serial=serial)
+        serial=serial, mps=mps)
     code, lines = run(request, lambda jobs, quiet: RunProgress(jobs, disabled=quiet))
     for line in lines:
         print(f"adaln-bench: {line}", file=sys.stderr)

@@ -4,7 +4,9 @@
 # mode, stopped with SIGTERM DRAWS_S seconds (default 90) before CAP), then the B200-draws accuracy reports (plain,
 # --accuracy-only --draw-geometry b200) in what is left of CAP seconds since the job started: the nightly is
 # the one that must not be cut short. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
-# SKIP_DRAWS=1 leaves the B200-draws run out. RUN_ARGS replaces the device options of both runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
+# SKIP_DRAWS=1 leaves the B200-draws run out. Both runs take --mps on CUDA (MPS=0: not); tools/device/gpu_util.py
+# samples the GPU's utilization into out/gpu-util.csv beside them. RUN_ARGS replaces the device options of both
+# runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
 case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -22,10 +24,16 @@ if [ -d "$NIGHT/site/cutlass_library/source/include" ]; then
 fi
 export SGLANG_JIT_CACHE_DIR=$NIGHT/sglang-jit
 read -r -a device <<< "${RUN_ARGS:---device cuda}"
+# CUDA's Multi-Process Service for the run's processes (`run --mps`; MPS=0: they take turns on the GPU instead).
+case " ${device[*]} " in *" cuda "*) [ "${MPS:-1}" != 0 ] && device+=(--mps) ;; esac
 megatron=(); [ -n "${ADALN_BENCH_MEGATRON_LM:-}" ] && megatron=(--megatron-src "$ADALN_BENCH_MEGATRON_LM")
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader \
   > "$out/nvidia-smi.txt" 2>&1
 python3 -m adaln_bench env > "$out/env.txt" 2>&1
+
+# The GPU's utilization beside the whole job, on the step trace's clock (run_time.py --util), until job.done.
+python3 tools/device/gpu_util.py "$out/gpu-util.csv" "$NIGHT/job.done" > /dev/null 2>&1 &
+sampler=$!
 
 # SGLang's JIT kernel is compiled once, into its cache, before any process of the run may want it at once:
 # beside the nightly's start, since the sglang mode's children come after plain's and the recipe's (its one GPU
@@ -55,5 +63,6 @@ if [ -z "${SKIP_DRAWS:-}" ]; then
   draws_rc=$?
   stamp "draws exit $draws_rc"
 fi
+kill "$sampler" 2> /dev/null
 echo "draws $draws_rc nightly $night_rc" > "$NIGHT/job.done"
 stamp "done"

@@ -2,7 +2,8 @@
 children and the most GPU memory one of them reserved. With `--trace STEPS.jsonl` (the run's
 ADALN_BENCH_STEP_TRACE), the trace's span split into seconds some exclusive step held the GPU, seconds only
 shared steps ran (and how many at once on average), and seconds no step ran.
-`python3 tools/device/run_time.py [--trace STEPS.jsonl[.xz]] RUN_INDEX.json ...`"""
+`python3 tools/device/run_time.py [--trace STEPS.jsonl[.xz] [--util GPU_UTIL.csv]] RUN_INDEX.json ...`
+(GPU_UTIL.csv: tools/device/gpu_util.py's samples: the GPU's mean utilization while each kind of step ran)"""
 from __future__ import annotations
 
 import json
@@ -59,23 +60,75 @@ def timeline(steps: list[dict]) -> dict:
     return out
 
 
-def show_trace(path: str) -> None:
+def kinds_at(steps: list[dict], times: list[float]) -> list[str]:
+    """What ran at each time (sorted): "exclusive", "shared" (only shared steps) or "idle" (none, or outside the
+    trace)."""
+    events = sorted([(s["start"], 1, s["exclusive"]) for s in steps] + [(s["end"], -1, s["exclusive"]) for s in steps],
+                    key=lambda e: (e[0], e[1]))
+    running = {True: 0, False: 0}
+    out, i = [], 0
+    for t in times:
+        while i < len(events) and events[i][0] <= t:
+            running[events[i][2]] += events[i][1]
+            i += 1
+        out.append("exclusive" if running[True] else "shared" if running[False] else "idle")
+    return out
+
+
+def utilization(steps: list[dict], samples: list[tuple[float, float]]) -> dict:
+    """The GPU's mean utilization (percent) and sample count while exclusive steps, only shared steps, or no
+    step ran; `samples` are (monotonic seconds, percent)."""
+    samples = sorted(samples)
+    sums: dict[str, list[float]] = {}
+    for kind, (_, pct) in zip(kinds_at(steps, [t for t, _ in samples]), samples):
+        sums.setdefault(kind, []).append(pct)
+    return {kind: {"mean_pct": sum(v) / len(v), "samples": len(v)} for kind, v in sums.items()}
+
+
+def read_util(path: str, gpu: int = 0) -> list[tuple[float, float]]:
+    """gpu_util.py's samples of one GPU."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) == 4 and fields[1] == str(gpu):
+                out.append((float(fields[0]), float(fields[2])))
+    return out
+
+
+def read_trace(path: str) -> list[dict]:
     opener = lzma.open if path.endswith(".xz") else open  # a committed trace is kept compressed
     with opener(path, "rt", encoding="utf-8") as f:
-        steps = [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def show_trace(path: str) -> None:
+    steps = read_trace(path)
     t = timeline(steps)
     overlap = f"{t['shared_overlap']:.1f}" if t["shared_overlap"] else "-"
     print(f"{path}: {len(steps)} steps over {t['span_s']:.1f} s: exclusive {t['exclusive_s']:.1f} s, shared only "
           f"{t['shared_only_s']:.1f} s ({overlap} steps at once on average), idle {t['idle_s']:.1f} s")
 
 
+def show_util(trace: str, path: str) -> None:
+    by_kind = utilization(read_trace(trace), read_util(path))
+    parts = [f"{kind} {v['mean_pct']:.0f} % ({v['samples']} samples)" for kind, v in sorted(by_kind.items())]
+    print(f"{path}: the GPU's mean utilization while " + ", ".join(parts))
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
-    if argv[0] == "--trace" and len(argv) >= 2:
+    util = None
+    if "--util" in argv and argv.index("--util") + 1 < len(argv):
+        i = argv.index("--util")
+        util, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    if argv and argv[0] == "--trace" and len(argv) >= 2:
         try:
             show_trace(argv[1])
+            if util:
+                show_util(argv[1], util)
         except (OSError, ValueError, KeyError) as exc:
             print(f"{argv[1]}: {exc}", file=sys.stderr)
         argv = argv[2:]

@@ -49,6 +49,8 @@ class RunRequest:
     repeat: int
     # `--serial`: one step at a time (harness/assembly/schedule.py).
     serial: bool = False
+    # `--mps`: the run's processes share the GPU through CUDA's Multi-Process Service (harness/processes/mps.py).
+    mps: bool = False
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
@@ -123,6 +125,7 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
     from adaln_bench.harness.assembly.repeat import RepeatedRun
     from adaln_bench.harness.assembly.selection import check_candidates, choose_operators, jobs as make_jobs, select
     from adaln_bench.harness.assembly.time_accounting import run_time
+    from adaln_bench.harness.processes.mps import multi_process_service
     from adaln_bench.harness.processes.runner import ModeOutcome, ModeRunner
     from adaln_bench.harness.processes.stop_signals import StopSignals
     from adaln_bench.reports.run_output import write_run
@@ -181,7 +184,12 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
     if repeat > 1 and repeats == 1:
         print("adaln-bench: --repeat: device time exists on CUDA only; this CPU run measures latency once",
               file=sys.stderr)
-    with StopSignals() as stops:
+    if r.mps and r.serial:
+        print("adaln-bench: --mps with --serial: one process at a time shares nothing; no service started",
+              file=sys.stderr)
+    with StopSignals() as stops, multi_process_service(r.mps and run_device == "cuda" and not r.serial) as mps:
+        if mps is not None and not quiet:
+            print(f"adaln-bench: Multi-Process Service: {'on' if mps.on else 'off'}: {mps.why}", file=sys.stderr)
         with progress_display(jobs, quiet) as progress:
             shown = {job.key for job in jobs}  # the display has a line per job of repetition 1, not per repeat
 
@@ -217,7 +225,10 @@ def run(request: RunRequest, progress_display: ProgressDisplay) -> tuple[int, li
                              interpreters=interpreters, draw_geometry=geometry)
         reports = {operator.name: _report_of(operator, context, jobs, outcomes, runner, skipped, selection)
                    for operator in ops}
-        spent = run_time(jobs, run.first, run.repeats, schedule.as_record() if schedule else None)
+        record = schedule.as_record() if schedule else None
+        if record is not None and mps is not None:
+            record["mps"] = mps.record
+        spent = run_time(jobs, run.first, run.repeats, record)
         written = write_run(reports, out_target, name, single_file, slots, quiet, spent)
     signal_code = stops.exit_code or (exit_status.INTERRUPTED if interrupted else None)
     return exit_status.closing(reports, written.failed, strict, signal_code, stops.cause() if stops.name else None,
