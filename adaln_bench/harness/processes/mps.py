@@ -8,7 +8,9 @@ another daemon), checks that a CUDA process can work through it, hands its folde
 (the environment), and stops it when the run ends. Nothing of the GPU's settings changes: the compute mode stays as
 it is.
 
-Where the daemon is missing or does not work, the run goes on without it and says why (`MpsState.record`).
+Where the daemon is missing or does not work, the run goes on without it and says why (`MpsState.record`). Under
+the service a fatal GPU error in one process reaches every process on that GPU (the server then refuses new ones
+until they have all ended): hence an option, not the default.
 """
 from __future__ import annotations
 
