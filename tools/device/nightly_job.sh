@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The nightly's detached job, started by `nightly.sh start` from a copy of the tree ($NIGHT/tree): SGLang's
 # JIT kernel compiled once, the nightly itself (`adaln-bench run --device cuda --repeat 3`, every operator and
-# mode, stopped with SIGTERM DRAWS_S seconds (default 90) before CAP), then the B200-draws accuracy reports (plain,
+# mode, stopped with SIGTERM DRAWS_S seconds (default 60) before CAP), then the B200-draws accuracy reports (plain,
 # --accuracy-only --draw-geometry b200) in what is left of CAP seconds since the job started: the nightly is
 # the one that must not be cut short. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
 # SKIP_DRAWS=1 leaves the B200-draws run out. Both runs take --mps on CUDA (MPS=0: not); tools/device/gpu_util.py
@@ -43,7 +43,7 @@ sampler=$!
 jit=$!
 
 # The nightly first, with all but DRAWS_S seconds of the cap: what is left after it goes to the draws run.
-left=$(( CAP - ($(date +%s) - t0) - ${DRAWS_S:-90} ))
+left=$(( CAP - ($(date +%s) - t0) - ${DRAWS_S:-60} ))
 [ "$left" -lt 60 ] && left=60
 stamp "phase nightly: --repeat 3, every operator and mode, at most $left s"
 ADALN_BENCH_STEP_TRACE=$out/steps.jsonl timeout --signal=TERM --kill-after=60 "$left" \
