@@ -202,3 +202,15 @@ def test_run_time_gives_the_gpus_utilization_while_each_kind_of_step_ran(tmp_pat
     assert run_time.main(["--util", str(util), "--trace", str(trace)]) == 0
     out = capsys.readouterr().out
     assert "4 steps over 8.0 s" in out and "exclusive 90 % (1 samples), shared 30 % (1 samples)" in out
+
+
+def test_run_time_says_whether_the_run_went_through_the_multi_process_service(tmp_path, capsys):
+    run_time = _device_tool("run_time")
+    index = {"wall_s": 10.0, "incomplete": False, "modes": ["plain"], "reports": {},
+             "time": {"schedule": {"why": "2 child(ren)", "mps": {"on": False, "why": "nvidia-cuda-mps-control is "
+                                                                               "not on PATH"}},
+                      "phases_s": {}, "gpu_exclusive_s": 1.0, "waited_s": 0.0, "modes": {}}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(index))
+    assert run_time.main([str(path)]) == 0
+    assert "Multi-Process Service: off: nvidia-cuda-mps-control is not on PATH" in capsys.readouterr().out

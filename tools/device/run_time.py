@@ -20,6 +20,9 @@ def show(path: str) -> None:
     schedule = t.get("schedule") or {}
     if schedule:
         print(f"  schedule: {schedule.get('why')}")
+        mps = schedule.get("mps")
+        if mps:
+            print(f"  Multi-Process Service: {'on' if mps.get('on') else 'off'}: {mps.get('why')}")
     phases = ", ".join(f"{k} {v:.0f}" for k, v in (t.get("phases_s") or {}).items())
     print(f"  process-seconds: {phases}; GPU-exclusive {t.get('gpu_exclusive_s')} s, waited {t.get('waited_s')} s")
     for mode, m in (t.get("modes") or {}).items():
