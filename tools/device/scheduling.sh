@@ -6,6 +6,7 @@
 #   default run options: --op norm_modulate --mode plain --mode cublaslt_ws1 --candidate diffusers
 #   WHEELS=dir (default .carry/whl): wheels to install into /tmp/site first (none: skip)
 #   RUN_TIMEOUT=s (default 200): the limit of each run
+#   SIDE_ARGS="--mps": options of the side-by-side run only (there: through the Multi-Process Service)
 # Under $OUT: check.txt, and scheduling.tgz with side/ and serial/ (reports and run indexes),
 # side.trace.jsonl, side.log, serial.log, diff.<op>.md and diff.<op>.exit per operator, check.txt.
 case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
@@ -19,9 +20,10 @@ run() {  # run NAME [extra options…]
   local start=$SECONDS
   timeout "$LIMIT" python3 -m adaln_bench run --device cuda --out "$W/$name" "$@" > "$W/$name.log" 2>&1
   echo "$name: exit $? after $((SECONDS - start)) s wall"
-  grep '^adaln-bench: schedule' "$W/$name.log"
+  grep -E '^adaln-bench: (schedule|Multi-Process Service)' "$W/$name.log"
 }
-ADALN_BENCH_STEP_TRACE="$W/side.trace.jsonl" run side "$@"
+read -r -a side_args <<< "${SIDE_ARGS:-}"
+ADALN_BENCH_STEP_TRACE="$W/side.trace.jsonl" run side "${side_args[@]}" "$@"
 run serial --serial "$@"
 for serial_report in "$W"/serial/*/*.json; do
   [ "$(basename "$(dirname "$serial_report")")" = runs ] && continue
