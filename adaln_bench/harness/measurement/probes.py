@@ -13,7 +13,14 @@ import torch
 from adaln_bench.harness.measurement import plan as P
 from adaln_bench.harness.measurement.random_rows import planned_runs as planned_random_runs, probe_random_rows
 # RunOutput is also imported from here by older callers.
-from adaln_bench.harness.measurement.runs import RunOutput, Runner, Tick, no_progress, same_rows  # noqa: F401
+from adaln_bench.harness.measurement.runs import (  # noqa: F401
+    Differences,
+    RunOutput,
+    Runner,
+    Tick,
+    no_progress,
+    same_rows,
+)
 from adaln_bench.datamodel.metrics import probes_pass
 from adaln_bench.datamodel.schema import (
     AllRowsCount,
@@ -45,7 +52,7 @@ def probe_all_rows(run: Runner, plan: P.ProbePlan,
     counts: dict[str, AllRowsCount] = {}
     repeatable: Optional[bool] = None
     for n in plan.all_rows_sizes:
-        fwd_differ = rowgrad_differ = 0
+        fwd, rowgrad = Differences(), Differences()
         for seed in plan.seeds:
             full = run(seed, n, range(n))
             again = run(seed, n, range(n))
@@ -56,18 +63,20 @@ def probe_all_rows(run: Runner, plan: P.ProbePlan,
             tick(2)
             for i in range(n):
                 alone = run(seed, n, [i])
-                fwd_differ += not same_rows(alone.outs, 0, full.outs, i)
+                fwd.add(alone.outs, 0, full.outs, i)
                 if full.row_grads is not None:
-                    rowgrad_differ += not same_rows(alone.row_grads, 0, full.row_grads, i)
+                    rowgrad.add(alone.row_grads, 0, full.row_grads, i)
                 tick(1)
-        counts[str(n)] = AllRowsCount(rows=len(plan.seeds) * n, fwd_differ=fwd_differ, rowgrad_differ=rowgrad_differ)
+        counts[str(n)] = AllRowsCount(rows=len(plan.seeds) * n, fwd_differ=sum(fwd.read()),
+                                      rowgrad_differ=sum(rowgrad.read()))
     return counts, repeatable
 
 
 def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = no_progress) -> SubBatchCounts:
     """Contiguous sub-batches against the same rows of one full batch; a sub-batch counts once if any row differs."""
     full_n = plan.full_batch
-    made = fwd_differ = rowgrad_differ = 0
+    made = 0
+    fwd, rowgrad = Differences(), Differences()
     for seed in plan.sub_batch_seeds:
         full = run(seed, full_n, range(full_n)).rows_only()
         tick(1)
@@ -76,9 +85,9 @@ def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = no_progress) 
                 part = run(seed, full_n, range(start, stop))
                 made += 1
                 rows = slice(start, stop)
-                fwd_differ += not same_rows(part.outs, slice(None), full.outs, rows)
+                fwd.add(part.outs, slice(None), full.outs, rows)
                 if full.row_grads is not None:
-                    rowgrad_differ += not same_rows(part.row_grads, slice(None), full.row_grads, rows)
+                    rowgrad.add(part.row_grads, slice(None), full.row_grads, rows)
                 del part  # before the next run, not after it: half a full batch's outputs at the largest size
                 tick(1)
         del full  # likewise before the next seed's full batch
@@ -86,8 +95,8 @@ def probe_sub_batches(run: Runner, plan: P.ProbePlan, tick: Tick = no_progress) 
         full_batch=full_n,
         sub_batch_sizes=list(plan.sub_batch_sizes),
         sub_batches=made,
-        fwd_differ=fwd_differ,
-        rowgrad_differ=rowgrad_differ,
+        fwd_differ=sum(fwd.read()),
+        rowgrad_differ=sum(rowgrad.read()),
     )
 
 
@@ -96,18 +105,15 @@ def probe_batch_size_sweep(run: Runner, plan: P.ProbePlan, tick: Tick = no_progr
     n = plan.sweep_n
     sizes = P.sweep_batch_sizes(n)
     probe_rows = P.sweep_probe_rows(n)
-    comparisons = differ = 0
-    failures: list[SweepFailure] = []
+    where: list[SweepFailure] = []  # each comparison, in order; its answer in `answers`
+    answers = Differences()
 
     def compare(seed: int, got: RunOutput, pos: int, ref: RunOutput, m: int, r: int) -> None:
-        nonlocal comparisons, differ
-        comparisons += 1
-        same = same_rows(got.outs, pos, ref.outs, 0) and (
-            ref.row_grads is None or same_rows(got.row_grads, pos, ref.row_grads, 0))
-        if not same:
-            differ += 1
-            if len(failures) < P.MAX_RECORDED_FAILURES:
-                failures.append(SweepFailure(seed=seed, batch=m, position=pos, row=r))
+        # A row differs in its outputs or, where the candidate has them, its row gradients.
+        grads = ref.row_grads is not None
+        answers.add(tuple(got.outs) + (tuple(got.row_grads) if grads and got.row_grads is not None else ()),
+                    pos, tuple(ref.outs) + (tuple(ref.row_grads) if grads else ()), 0)
+        where.append(SweepFailure(seed=seed, batch=m, position=pos, row=r))
 
     for seed in plan.seeds:
         alone = {r: run(seed, n, [r]).rows_only() for r in probe_rows}
@@ -126,12 +132,13 @@ def probe_batch_size_sweep(run: Runner, plan: P.ProbePlan, tick: Tick = no_progr
             got = run(seed, n, reverse)
             compare(seed, got, n - 1 - r, alone[r], n, r)
             tick(1)
+    failed = [w for w, bad in zip(where, answers.read()) if bad]
     return SweepCounts(
         batch_sizes=sizes,
         probe_rows=probe_rows,
-        comparisons=comparisons,
-        differ=differ,
-        first_failures=failures,
+        comparisons=len(where),
+        differ=len(failed),
+        first_failures=failed[: P.MAX_RECORDED_FAILURES],
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from adaln_bench.harness.measurement.plan import RandomRowsPlan
-from adaln_bench.harness.measurement.runs import Runner, Tick, no_progress, same_rows
+from adaln_bench.harness.measurement.runs import Differences, Runner, Tick, no_progress
 from adaln_bench.datamodel.schema import RandomRowFailure, RandomRowsCounts
 
 MAX_RECORDED_FAILURES = 8
@@ -58,8 +58,8 @@ def planned_runs(plan: RandomRowsPlan) -> int:
 
 def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = no_progress) -> RandomRowsCounts:
     alone: dict[int, object] = {}
-    comparisons = fwd_differ = rowgrad_differ = 0
-    failures: list[RandomRowFailure] = []
+    where: list[tuple[int, int, int]] = []  # (size, position, row) of each comparison, in order
+    fwd, rowgrad = Differences(), Differences()  # their answers, read once at the end
     draws = draw(plan)
     for d in draws:
         got = run(plan.data_seed, plan.pool, d.batch)
@@ -70,21 +70,23 @@ def probe_random_rows(run: Runner, plan: RandomRowsPlan, tick: Tick = no_progres
                 alone[row] = run(plan.data_seed, plan.pool, [row]).rows_only()
                 tick(1)
             ref = alone[row]
-            comparisons += 1
-            fwd_bad = not same_rows(got.outs, pos, ref.outs, 0)
-            grad_bad = ref.row_grads is not None and not same_rows(got.row_grads, pos, ref.row_grads, 0)
-            fwd_differ += fwd_bad
-            rowgrad_differ += grad_bad
-            if (fwd_bad or grad_bad) and len(failures) < MAX_RECORDED_FAILURES:
-                failures.append(RandomRowFailure(size=d.size, position=pos, row=row, fwd=fwd_bad, rowgrad=grad_bad))
+            where.append((d.size, pos, row))
+            fwd.add(got.outs, pos, ref.outs, 0)
+            if ref.row_grads is None:
+                rowgrad.constant(False)
+            else:
+                rowgrad.add(got.row_grads, pos, ref.row_grads, 0)
         del got  # before the next batch is run (up to the whole pool), not after it
+    failures = [RandomRowFailure(size=size, position=pos, row=row, fwd=fwd_bad, rowgrad=grad_bad)
+                for (size, pos, row), fwd_bad, grad_bad in zip(where, fwd.read(), rowgrad.read())
+                if fwd_bad or grad_bad]
     return RandomRowsCounts(
         rng_seed=plan.rng_seed,
         data_seed=plan.data_seed,
         pool=plan.pool,
         sizes=[d.size for d in draws],
-        comparisons=comparisons,
-        fwd_differ=fwd_differ,
-        rowgrad_differ=rowgrad_differ,
-        first_failures=failures,
+        comparisons=len(where),
+        fwd_differ=sum(f.fwd for f in failures),
+        rowgrad_differ=sum(f.rowgrad for f in failures),
+        first_failures=failures[:MAX_RECORDED_FAILURES],
     )

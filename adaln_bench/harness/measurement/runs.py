@@ -36,3 +36,37 @@ def same_rows(a: Optional[Sequence[torch.Tensor]], ia, b: Optional[Sequence[torc
     if a is None or b is None:
         return a is None and b is None
     return all(torch.equal(x[ia], y[ib]) for x, y in zip(a, b))
+
+
+class Differences:
+    """Row comparisons answered later, all at once: `add` queues same_rows's question on the device (a bool tensor
+    the GPU computes as it goes) and `read` waits for the device once for all of them. The probes make thousands of
+    runs; a wait per comparison would stall each run until the GPU caught up, and, with several processes on one
+    GPU, until the GPU came round to this process again."""
+
+    def __init__(self) -> None:
+        self._answers: list = []  # a bool, or a 0-dim bool tensor still to be read
+
+    def add(self, a: Optional[Sequence[torch.Tensor]], ia, b: Optional[Sequence[torch.Tensor]], ib) -> None:
+        """Whether rows `ia` of any tensor of `a` differ from rows `ib` of `b` (not same_rows)."""
+        if a is None or b is None or len(a) != len(b):
+            self._answers.append(not (a is None and b is None))
+            return
+        flags = []
+        for x, y in zip(a, b):
+            xs, ys = x[ia], y[ib]
+            if xs.shape != ys.shape or xs.dtype != ys.dtype:
+                self._answers.append(True)
+                return
+            flags.append((xs != ys).any())  # NaN differs from NaN, 0.0 equals -0.0: torch.equal's answer
+        self._answers.append(torch.stack(flags).any() if flags else False)
+
+    def constant(self, differ: bool) -> None:
+        """An answer known without the device, kept in its place."""
+        self._answers.append(differ)
+
+    def read(self) -> list[bool]:
+        """Every answer, in the order added."""
+        pending = [t for t in self._answers if isinstance(t, torch.Tensor)]
+        values = iter(torch.stack(pending).tolist() if pending else ())  # one wait: the runs share one device
+        return [bool(next(values)) if isinstance(t, torch.Tensor) else bool(t) for t in self._answers]
