@@ -38,11 +38,16 @@ def show(path: str) -> None:
     print(f"  modes: {', '.join(index.get('modes') or [])}; reports: {len(index.get('reports') or {})}")
 
 
+def _events(steps: list[dict]) -> list[tuple[float, int, bool]]:
+    """Each step's start (+1) and end (-1) with whether it was exclusive, in time order, ends before starts."""
+    return sorted([(s["start"], 1, s["exclusive"]) for s in steps] + [(s["end"], -1, s["exclusive"]) for s in steps],
+                  key=lambda e: (e[0], e[1]))
+
+
 def timeline(steps: list[dict]) -> dict:
     """The trace's span (first start to last end) as exclusive, shared-only and idle seconds; `shared_overlap`: how
     many shared steps ran at once on average while no exclusive one did."""
-    events = sorted([(s["start"], 1, s["exclusive"]) for s in steps] + [(s["end"], -1, s["exclusive"]) for s in steps],
-                    key=lambda e: (e[0], e[1]))
+    events = _events(steps)
     out = {"span_s": 0.0, "exclusive_s": 0.0, "shared_only_s": 0.0, "idle_s": 0.0}
     running = {True: 0, False: 0}
     shared_process_s = 0.0
@@ -66,8 +71,7 @@ def timeline(steps: list[dict]) -> dict:
 def kinds_at(steps: list[dict], times: list[float]) -> list[str]:
     """What ran at each time (sorted): "exclusive", "shared" (only shared steps) or "idle" (none, or outside the
     trace)."""
-    events = sorted([(s["start"], 1, s["exclusive"]) for s in steps] + [(s["end"], -1, s["exclusive"]) for s in steps],
-                    key=lambda e: (e[0], e[1]))
+    events = _events(steps)
     running = {True: 0, False: 0}
     out, i = [], 0
     for t in times:
