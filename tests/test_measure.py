@@ -71,8 +71,10 @@ def test_latency_only_makes_only_the_timed_calls():
 
 def test_accuracy_only_and_probes_only():
     impl, result = _measure(Parts(probes=False, latency=False))
-    assert impl.calls == {int(t): 1 for t in QUICK_T}
-    assert all(p.fwd_us is None and p.fwd_rel_err is not None for p in result.accuracy_latency.values())
+    # twice per size: the errors, then the repeat that says whether the parameter gradients repeat bit for bit
+    assert impl.calls == {int(t): 2 for t in QUICK_T}
+    assert all(p.fwd_us is None and p.fwd_rel_err is not None and p.params_repeatable is True
+               for p in result.accuracy_latency.values())
     _, result = _measure(Parts(accuracy=False, latency=False))
     assert result.batch_invariance is not None and result.accuracy_latency == {}
 

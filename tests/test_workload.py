@@ -44,7 +44,9 @@ def test_a_run_uses_the_matching_rows_of_the_full_batch_upstream():
 
 def test_accuracy_of_the_bf16_path_and_of_an_fp64_candidate():
     params = make_params(SHAPE, CPU)
-    fwd, grads = measure_accuracy(projection_subject(_impl(), SHAPE), params.as_inputs(), SHAPE, CPU, tokens=1)
+    subject = projection_subject(_impl(), SHAPE)
+    fwd, grads, repeat = measure_accuracy(subject, params.as_inputs(), SHAPE, CPU, tokens=1)
+    assert repeat is None  # not asked for
     assert 1e-4 < fwd < 1e-2
     # At T = 1, db is the upstream gradient itself: exact (the reference report shows 0.0 too).
     assert grads.b == 0.0
@@ -53,10 +55,43 @@ def test_accuracy_of_the_bf16_path_and_of_an_fp64_candidate():
     def fp64(temb, w, b):
         return F.linear(F.silu(temb.double()), w.double(), b.double())
 
-    fwd64, grads64 = measure_accuracy(projection_subject(_impl(fp64), SHAPE), params.as_inputs(), SHAPE, CPU,
+    fwd64, grads64, _ = measure_accuracy(projection_subject(_impl(fp64), SHAPE), params.as_inputs(), SHAPE, CPU,
                                       tokens=3)
     # Its d_temb lands in temb's float32: only that one rounding remains.
     assert fwd64 < 1e-12 and grads64.temb < 1e-6
+
+
+class _DriftingBiasGrad(torch.autograd.Function):
+    """The identity, whose gradient gains one ulp more on every call: a parameter gradient summed in an order
+    that changes from run to run, as atomics do."""
+
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, b):
+        return b.view_as(b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        _DriftingBiasGrad.calls += 1
+        return grad + _DriftingBiasGrad.calls * torch.finfo(grad.dtype).eps * grad.abs().max()
+
+
+def test_accuracy_asked_to_repeat_tells_repeatable_parameter_gradients_from_drifting_ones():
+    params = make_params(SHAPE, CPU)
+    steady = measure_accuracy(projection_subject(_impl(), SHAPE), params.as_inputs(), SHAPE, CPU, tokens=3,
+                              repeat_params=True)
+    assert steady.params_repeatable is True
+
+    def drifting(temb, w, b):
+        return replay(temb, w, _DriftingBiasGrad.apply(b))
+
+    moving = measure_accuracy(projection_subject(_impl(drifting), SHAPE), params.as_inputs(), SHAPE, CPU,
+                              tokens=3, repeat_params=True)
+    assert moving.params_repeatable is False
+    # the errors themselves are the first pass's, as without the repeat
+    once = measure_accuracy(projection_subject(_impl(), SHAPE), params.as_inputs(), SHAPE, CPU, tokens=3)
+    assert (steady.fwd, steady.grads) == (once.fwd, once.grads)
 
 
 def test_rel_err_never_returns_nan():

@@ -181,6 +181,9 @@ class AccuracyLatency(_Model):
     # Added here: device time without host noise (CUDA only), or why it could not be taken.
     device_time: Optional[DeviceTime] = None
     device_time_error: Optional[str] = None
+    # Added here, in runs without probes (--accuracy-only): a second forward + backward of the accuracy inputs
+    # gave the same parameter gradients bit for bit (false: summed in an order that changes, e.g. with atomics).
+    params_repeatable: Optional[bool] = None
 
 
 # --- results ----------------------------------------------------------------------------------------

@@ -49,8 +49,8 @@ def accuracy(subjects: dict[str, Subject], params: dict, shape: Shape, device: t
     for name, subject in subjects.items():
         for s in sizes:
             try:
-                fwd, grads = measure_accuracy(subject, params, shape, device, s)
-                entry = {"fwd": fwd, "grads": grads.errors() if grads is not None else {}}
+                err = measure_accuracy(subject, params, shape, device, s)
+                entry = {"fwd": err.fwd, "grads": err.grads.errors() if err.grads is not None else {}}
             except Exception as exc:  # noqa: BLE001
                 entry = {"error": f"{type(exc).__name__}: {exc}"}
             out.setdefault(name, {})[str(s)] = entry

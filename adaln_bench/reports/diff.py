@@ -667,6 +667,14 @@ def _sort_metric_rows(rows: list[Row], point_metrics: tuple[PointMetric, ...]) -
     return sorted(rows, key=lambda r: (order.get(r.metric, -1), r.t if r.t is not None else -1))
 
 
+def _params_unrepeatable(entry: CandidateResult) -> bool:
+    """The probes' word (params_repeatable false), or, in a run without probes, the accuracy's repeat at any size."""
+    inv = entry.batch_invariance
+    if inv is not None and inv.params_repeatable is False:
+        return True
+    return any(point.params_repeatable is False for point in entry.accuracy_latency.values())
+
+
 def compare_results(
     mode: str, candidate: str, old: CandidateResult, new: CandidateResult, scope: Scope,
 ) -> list[Row]:
@@ -678,8 +686,7 @@ def compare_results(
     rows.extend(row for status in metrics.CANDIDATE_STATUSES
                 if (row := compare_status(mode, candidate, status, old, new)) is not None)
     point_rows: list[Row] = []
-    unrepeatable = any(inv is not None and inv.params_repeatable is False
-                       for inv in (old.batch_invariance, new.batch_invariance))
+    unrepeatable = _params_unrepeatable(old) or _params_unrepeatable(new)
     size = scope.size_symbol
     for key in _ordered_union(old.accuracy_latency, new.accuracy_latency, key=_int_key):
         a, b = old.accuracy_latency.get(key), new.accuracy_latency.get(key)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Callable, ContextManager, Optional
+from typing import Callable, ContextManager, NamedTuple, Optional
 
 import torch
 
@@ -51,9 +51,20 @@ def reference_outputs(subject: Subject, tensors: dict[str, torch.Tensor], upstre
     return ref.detach(), {g: leaves[g].grad for g in subject.grads}
 
 
+class Errors(NamedTuple):
+    """One size's errors against FP64; `params_repeatable` only where asked for (else None)."""
+
+    fwd: Optional[float]
+    grads: Optional[GradRelErr]
+    params_repeatable: Optional[bool] = None
+
+
 def measure_accuracy(subject: Subject, params: dict[str, torch.Tensor], shape: Shape, device: torch.device,
                      tokens: int, mode_off: Callable[[], ContextManager] = contextlib.nullcontext,
-                     ) -> tuple[Optional[float], Optional[GradRelErr]]:
+                     repeat_params: bool = False) -> Errors:
+    """`repeat_params`: also a second forward + backward of the same inputs, whose parameter gradients must equal
+    the first's bit for bit (a run without probes has no other word on whether they are summed in a fixed order,
+    and `diff` needs it to tell an atomics-summed gradient's noise from a change)."""
     inputs = {**draw_rows(subject.op, shape, P.ACCURACY_SEED, tokens, device), **params}
     inputs = {n: inputs[n] for n in subject.inputs}
     leaves = subject.leaves(inputs)
@@ -69,5 +80,11 @@ def measure_accuracy(subject: Subject, params: dict[str, torch.Tensor], shape: S
         ref, ref_grads = reference_outputs(subject, inputs, upstream if subject.has_backward else None)
     fwd = rel_err(y.detach(), ref)
     if not subject.has_backward:
-        return fwd, None
-    return fwd, GradRelErr(**{g: rel_err(leaves[g].grad, ref_grads[g]) for g in subject.grads})
+        return Errors(fwd, None)
+    grads = GradRelErr(**{g: rel_err(leaves[g].grad, ref_grads[g]) for g in subject.grads})
+    repeatable = None
+    if repeat_params and subject.param_grads:
+        again = subject.leaves(inputs)
+        joined(subject.forward(again)).backward(upstream)
+        repeatable = all(torch.equal(leaves[g].grad, again[g].grad) for g in subject.param_grads)
+    return Errors(fwd, grads, repeatable)

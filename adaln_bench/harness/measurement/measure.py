@@ -13,7 +13,7 @@ from typing import Callable, ContextManager, Mapping, Optional, Protocol
 import torch
 
 from adaln_bench.harness.measurement import plan as P
-from adaln_bench.harness.measurement.accuracy import measure_accuracy
+from adaln_bench.harness.measurement.accuracy import Errors, measure_accuracy
 from adaln_bench.harness.measurement.device_time import Reference, device_time_point
 from adaln_bench.harness.measurement.fingerprint import fingerprint
 from adaln_bench.harness.measurement.parts import Parts
@@ -70,18 +70,21 @@ def measure_candidate(subject: Subject, params: dict[str, torch.Tensor], shape: 
             invariance = probe_batch_invariance(workload, plan, tick)
             del workload  # its cached batch is large
 
-    errors: dict[int, tuple] = {}
+    errors: dict[int, Errors] = {}
     if parts.accuracy:
         with steps.step(ACCURACY) as step:
             for tokens in plan.accuracy_sizes:
                 progress.phase(f"accuracy, {subject.op.family.size_symbol}={tokens}")
-                errors[tokens] = measure_accuracy(subject, params, shape, device, tokens, mode_off)
+                # Without probes, nothing else says whether the parameter gradients repeat: ask the errors.
+                errors[tokens] = measure_accuracy(subject, params, shape, device, tokens, mode_off,
+                                                  repeat_params=not parts.probes)
                 step.breathe()
     table: dict[str, AccuracyLatency] = {}
     if parts.accuracy or parts.latency:
         for tokens in plan.accuracy_sizes:
-            fwd_err, grad_err = errors.get(tokens, (None, None))
-            table[str(tokens)] = AccuracyLatency(fwd_rel_err=fwd_err, grad_rel_err=grad_err, fwd_us=None)
+            err = errors.get(tokens, Errors(None, None))
+            repeat = {} if err.params_repeatable is None else {"params_repeatable": err.params_repeatable}
+            table[str(tokens)] = AccuracyLatency(fwd_rel_err=err.fwd, grad_rel_err=err.grads, fwd_us=None, **repeat)
     if parts.latency:
         with steps.step(LATENCY, exclusive=True):
             for tokens in plan.accuracy_sizes:
