@@ -28,10 +28,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Under `-n 2 --dist loadfile` xdist deals out whole files, those with the most tests first. Here the costly files
-# have few tests (a compile, or a few runs of child processes each), so they came last: the bundled kernel's
-# compile (about 12 CPU-minutes, test_bundled_build.py) started minutes into the run and ended it on one worker
-# alone. These files go first, heaviest first (CPU time on two cores), then the rest in xdist's order. A file
-# missing from the list, or one that is gone, only changes the order.
+# have few tests (a compile, or a few runs of child processes each), so they came last and ended the run on one
+# worker alone. These files go first, heaviest first (CPU time on two cores), then the rest in xdist's order. A
+# file missing from the list, or one that is gone, only changes the order. (The whole libraries' compiles are
+# marked `build` and run in a step of their own.)
 HEAVY_FIRST = (
     "tests/test_bundled_build.py",
     "tests/test_runner.py",

@@ -89,6 +89,7 @@ def built(request, all_built):
     return all_built[request.param]
 
 
+@pytest.mark.build
 def test_library_compiles_and_exports_c_interface(built):
     target, lib_path, meta = built
     assert lib_path.exists() and meta["arch"] == target.arch
@@ -114,6 +115,7 @@ def test_library_compiles_and_exports_c_interface(built):
     assert lib.dtemb_scratch_bytes(1, 2688, 96768) < lib.dtemb_scratch_bytes(256, 2688, 96768) < full
 
 
+@pytest.mark.build
 def test_c_interface_fails_closed(built):
     """Bad sizes are refused by the C side with a message, before any CUDA call (so this runs on a CPU)."""
     target, lib_path, meta = built

@@ -78,6 +78,7 @@ def built(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.build
 @pytest.mark.parametrize("arch", ARCHS)
 def test_library_builds_and_fails_closed(built, arch):
     lib = built[arch]
