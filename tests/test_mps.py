@@ -106,3 +106,36 @@ def test_mps_on_the_cpu_is_refused_in_one_line():
                            "timestep_sinusoid", "--out", "unused"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "adaln-bench: --mps shares a GPU; this run is on the cpu"
+
+
+def test_a_report_says_when_its_processes_measured_through_the_service(monkeypatch):
+    """environment.mps: true only for a CUDA process that has the run's daemon (its pipe folder) in its
+    environment; absent on the CPU and without the daemon, so earlier reports read the same."""
+    import torch
+
+    from adaln_bench.harness.measurement.environment import torch_environment
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0))
+    monkeypatch.delenv(M.PIPE_VAR, raising=False)
+    assert "mps" not in torch_environment("cuda").model_dump(exclude_unset=True)
+    monkeypatch.setenv(M.PIPE_VAR, "/tmp/adaln-mps-x/pipe")
+    assert torch_environment("cuda").mps is True
+    assert "mps" not in torch_environment("cpu").model_dump(exclude_unset=True)
+
+
+def test_diff_lists_the_service_as_a_configuration_difference():
+    from adaln_bench.datamodel.schema import Report
+    from adaln_bench.reports.diff import diff_reports, exit_code
+
+    root = Path(__file__).resolve().parents[1]
+    path = next((root / "results").rglob("norm_modulate.h200.7a100a7.h3.plain.json"))
+    old = Report.model_validate_json(path.read_text(encoding="utf-8"))
+    new = old.model_copy(deep=True)
+    new.environment.mps = True
+    result = diff_reports(old, new)
+    (row,) = [d for d in result.config if d.field == "mps"]
+    assert (row.old, row.new, row.blocks) == (False, True, False) and "Multi-Process Service" in row.note
+    assert exit_code(result) == 0
+    assert not [d for d in diff_reports(old, old).config if d.field == "mps"]

@@ -290,6 +290,9 @@ class Environment(_Model):
     platform: Optional[str] = None
     interpreter: Optional[str] = None  # the Python executable this environment was read under
     cpu_threads: Optional[int] = None  # torch's intra-op threads in a CPU run's children
+    # Added here: true where the children measured as clients of CUDA's Multi-Process Service (`run --mps`),
+    # under which device times read higher (results/h100/evidence/mps/022885c/); absent otherwise.
+    mps: Optional[bool] = None
 
 
 class ModeObservation(_Model):

@@ -304,6 +304,8 @@ def compare_configuration(
                 "not recorded in OLD" if lib not in eo.libraries else "not recorded in NEW")
             add(f"libraries.{lib}", a, b, note=note)
     add("megatron_source_commit", eo.megatron_source_commit, en.megatron_source_commit)
+    add("mps", bool(eo.mps), bool(en.mps), note="device times read higher through the Multi-Process Service "
+        "(results/h100/evidence/mps/022885c/)")
     for mode in _ordered_union(eo.mode_environment, en.mode_environment):
         a, b = eo.mode_environment.get(mode), en.mode_environment.get(mode)
         if a != b:

@@ -4,7 +4,8 @@
 # mode, stopped with SIGTERM DRAWS_S seconds (default 60) before CAP), then the B200-draws accuracy reports (plain,
 # --accuracy-only --draw-geometry b200) in what is left of CAP seconds since the job started: the nightly is
 # the one that must not be cut short. Writes under $NIGHT/out and touches $NIGHT/job.done at the end.
-# SKIP_DRAWS=1 leaves the B200-draws run out. Both runs take --mps on CUDA (MPS=0: not); tools/device/gpu_util.py
+# SKIP_DRAWS=1 leaves the B200-draws run out. MPS=1 runs both with --mps on CUDA (not by default: on an H100 it
+# shortened nothing and raised device times, results/h100/evidence/mps/022885c/); tools/device/gpu_util.py
 # samples the GPU's utilization into out/gpu-util.csv beside them. RUN_ARGS replaces the device options of both
 # runs (a CPU check of this script: RUN_ARGS="--device cpu --quick").
 case "${1:-}" in -h | --help) awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;; esac
@@ -24,8 +25,8 @@ if [ -d "$NIGHT/site/cutlass_library/source/include" ]; then
 fi
 export SGLANG_JIT_CACHE_DIR=$NIGHT/sglang-jit
 read -r -a device <<< "${RUN_ARGS:---device cuda}"
-# CUDA's Multi-Process Service for the run's processes (`run --mps`; MPS=0: they take turns on the GPU instead).
-case " ${device[*]} " in *" cuda "*) [ "${MPS:-1}" != 0 ] && device+=(--mps) ;; esac
+# CUDA's Multi-Process Service for the run's processes only where asked for (`run --mps`, MPS=1).
+case " ${device[*]} " in *" cuda "*) [ "${MPS:-0}" = 1 ] && device+=(--mps) ;; esac
 megatron=(); [ -n "${ADALN_BENCH_MEGATRON_LM:-}" ] && megatron=(--megatron-src "$ADALN_BENCH_MEGATRON_LM")
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader \
   > "$out/nvidia-smi.txt" 2>&1

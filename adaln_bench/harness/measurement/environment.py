@@ -104,9 +104,12 @@ def torch_environment(device: str) -> Environment:
     import torch
 
     gpu = capability = None
+    extra = {}
     if device == "cuda":
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         gpu, capability = props.name, [props.major, props.minor]
+        if os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):  # set by `run --mps` only where its daemon works
+            extra["mps"] = True
     return Environment(
         gpu=gpu,
         capability=capability,
@@ -119,4 +122,5 @@ def torch_environment(device: str) -> Environment:
         hostname=socket.gethostname(),
         platform=f"{platform.system()} {platform.machine()}",
         cpu_threads=torch.get_num_threads() if device == "cpu" else None,
+        **extra,
     )

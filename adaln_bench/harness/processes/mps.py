@@ -1,8 +1,9 @@
 """CUDA's Multi-Process Service for a run's processes (`run --mps`).
 
 Without it a GPU runs one process's context at a time and switches between them, so children that probe side by side
-share the GPU by turns (results/h200/evidence/nightly/ca37819/: six children at once spent 1.6 to 2.6 times the
-probe process-seconds of three, in about the same wall time). The service runs every client's work in one context.
+share the GPU by turns; the service runs every client's work in one context. Measured on an H100
+(results/h100/evidence/mps/022885c/), it did not shorten the shared steps and made device times read up to 8 %
+higher, so it is an option, off in the nightly; a report measured through it says so (environment.mps).
 The run starts a control daemon of its own (its pipe and log folders in a fresh temporary folder, so it never meets
 another daemon), checks that a CUDA process can work through it, hands its folders to every process the run starts
 (the environment), and stops it when the run ends. Nothing of the GPU's settings changes: the compute mode stays as
@@ -10,7 +11,7 @@ it is.
 
 Where the daemon is missing or does not work, the run goes on without it and says why (`MpsState.record`). Under
 the service a fatal GPU error in one process reaches every process on that GPU (the server then refuses new ones
-until they have all ended): hence an option, not the default.
+until they have all ended).
 """
 from __future__ import annotations
 
