@@ -204,6 +204,25 @@ def test_run_time_gives_the_gpus_utilization_while_each_kind_of_step_ran(tmp_pat
     assert "4 steps over 8.0 s" in out and "exclusive 90 % (1 samples), shared 30 % (1 samples)" in out
 
 
+def test_the_sampler_reads_the_hosts_cpus_and_run_time_reports_them_per_kind_of_step(tmp_path, capsys):
+    run_time, gpu_util = _device_tool("run_time"), _device_tool("gpu_util")
+    # /proc/stat: user nice system idle iowait irq softirq steal guest guest_nice
+    before = gpu_util.cpu_times("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\nprocs_running 3\n")
+    after = gpu_util.cpu_times("cpu  400 0 150 1200 50 0 0 0 0 0\nprocs_running 17\n")
+    assert before == (150, 1000, 3) and after == (550, 1800, 17)
+    assert gpu_util.host_line(2.0, before, after) == "2.000,host,50,17"  # 400 busy of 800
+    steps = [{"start": 0, "end": 4, "exclusive": False}, {"start": 5, "end": 7, "exclusive": True}]
+    util = tmp_path / "util.csv"
+    util.write_text("1.000,0,30,1000\n1.000,host,90,20\n3.000,host,70,14\n6.000,0,95,1000\n6.000,host,10,1\n")
+    assert run_time.read_util(str(util)) == [(1.0, 30.0), (6.0, 95.0)]  # the host's lines are not a GPU's
+    assert run_time.read_util(str(util), "host", 3) == [(1.0, 20.0), (3.0, 14.0), (6.0, 1.0)]
+    trace = tmp_path / "steps.jsonl"
+    trace.write_text("\n".join(json.dumps(s) for s in steps) + "\n")
+    assert run_time.main(["--util", str(util), "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "the host's CPUs while exclusive 10 % busy, 1.0 threads runnable; shared 80 % busy, 17.0 threads" in out
+
+
 def test_run_time_says_whether_the_run_went_through_the_multi_process_service(tmp_path, capsys):
     run_time = _device_tool("run_time")
     index = {"wall_s": 10.0, "incomplete": False, "modes": ["plain"], "reports": {},

@@ -92,14 +92,15 @@ def utilization(steps: list[dict], samples: list[tuple[float, float]]) -> dict:
     return {kind: {"mean_pct": sum(v) / len(v), "samples": len(v)} for kind, v in sums.items()}
 
 
-def read_util(path: str, gpu: int = 0) -> list[tuple[float, float]]:
-    """gpu_util.py's samples of one GPU."""
+def read_util(path: str, gpu: int | str = 0, column: int = 2) -> list[tuple[float, float]]:
+    """gpu_util.py's samples of one GPU, or of the host (`gpu="host"`: column 2 the CPU's busy percent, 3 the
+    runnable threads)."""
     out = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             fields = line.strip().split(",")
             if len(fields) == 4 and fields[1] == str(gpu):
-                out.append((float(fields[0]), float(fields[2])))
+                out.append((float(fields[0]), float(fields[column])))
     return out
 
 
@@ -118,9 +119,15 @@ def show_trace(path: str) -> None:
 
 
 def show_util(trace: str, path: str) -> None:
-    by_kind = utilization(read_trace(trace), read_util(path))
+    steps = read_trace(trace)
+    by_kind = utilization(steps, read_util(path))
     parts = [f"{kind} {v['mean_pct']:.0f} % ({v['samples']} samples)" for kind, v in sorted(by_kind.items())]
     print(f"{path}: the GPU's mean utilization while " + ", ".join(parts))
+    busy, running = utilization(steps, read_util(path, "host")), utilization(steps, read_util(path, "host", 3))
+    if busy:  # files written before the host's lines have none
+        parts = [f"{kind} {v['mean_pct']:.0f} % busy, {running[kind]['mean_pct']:.1f} threads runnable"
+                 for kind, v in sorted(busy.items())]
+        print(f"{path}: the host's CPUs while " + "; ".join(parts))
 
 
 def main(argv: list[str]) -> int:
