@@ -96,7 +96,7 @@ def run_command(
                              help="CUDA: the run's processes share each GPU through CUDA's Multi-Process Service, "
                              "a daemon the run starts and stops itself (nvidia-cuda-mps-control), instead of "
                              "taking turns; where it is missing or fails, the run goes on without it and says so. "
-                             "Measured on an H100: no faster, and device times up to 8 %% higher "
+                             "Measured on an H100: no faster, and device times up to 8 % higher "
                              "(docs/running.md)."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report per operator."""
