@@ -98,6 +98,10 @@ def run_command(
                              "taking turns; where it is missing or fails, the run goes on without it and says so. "
                              "Measured on an H100: no faster, and device times up to 8 % higher "
                              "(docs/running.md)."),
+    eager_probes: bool = typer.Option(False, "--eager-probes",
+                                      help="CUDA: make every probe run eagerly. Default: runs of a few rows are "
+                                      "replayed from CUDA graphs, each size checked bit for bit against an eager "
+                                      "run of the same rows first (docs/spec.md)."),
 ) -> None:
     """Measure batch invariance, FP64 accuracy and latency; write one JSON report per operator."""
     from adaln_bench.commands.progress import RunProgress
@@ -123,7 +127,7 @@ def run_command(
         timeout=timeout, slots=slots, modes_file=modes_file, megatron_src=megatron_src, python=list(python),
         envs_file=envs_file, quiet=quiet, strict=strict, yes=yes, latency_only=latency_only,
         accuracy_only=accuracy_only, cold_start=cold_start, geometry=geometry, repeat=repeat,
-        serial=serial, mps=mps)
+        serial=serial, mps=mps, eager_probes=eager_probes)
     code, lines = run(request, lambda jobs, quiet: RunProgress(jobs, disabled=quiet))
     for line in lines:
         print(f"adaln-bench: {line}", file=sys.stderr)

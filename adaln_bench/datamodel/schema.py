@@ -80,6 +80,18 @@ class RandomRowsCounts(_Model):
     first_failures: list[RandomRowFailure]
 
 
+class ProbeRuns(_Model):
+    """How the probes' runs were made (harness/measurement/graphed_runs.py): replayed from CUDA graphs or eager.
+    Informational: the counts and verdicts above are the same either way, which the graphs are checked for."""
+
+    replayed: int
+    eager: int
+    graphs: int  # captured
+    # Run sizes (rows) whose first replay differed from the eager run of the same rows: eager from then on.
+    eager_sizes: Optional[list[int]] = None
+    graphs_off: Optional[str] = None  # why no run was replayed after some point (a failed capture)
+
+
 class BatchInvariance(_Model):
     all_rows: dict[str, AllRowsCount]
     # None: the candidate differentiates no parameter (RL-Kernel's reports write null there too).
@@ -89,6 +101,8 @@ class BatchInvariance(_Model):
     batch_invariant: bool
     # Added here (absent from RL-Kernel's report): counted in batch_invariant when present.
     random_rows: Optional[RandomRowsCounts] = None
+    # Added here: how the runs were made (CUDA graphs or eager); absent: every run eager.
+    runs: Optional[ProbeRuns] = None
 
 
 # --- accuracy and latency ---------------------------------------------------------------------------

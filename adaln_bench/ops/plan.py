@@ -58,7 +58,7 @@ def full_plan(full_batch: int, sub_batch_sizes: tuple[int, ...], accuracy_sizes:
 
 
 def quick_plan(accuracy_sizes: tuple[int, ...]) -> ProbePlan:
-    """A smoke test only (docs/spec.md#4-batch-invariance-probes, item 7): the same for every family."""
+    """A smoke test only (docs/spec.md#4-batch-invariance-probes, item 8): the same for every family."""
     return ProbePlan(all_rows_sizes=(17, 64), seeds=SEEDS, sub_batch_seeds=SUB_BATCH_SEEDS, full_batch=256,
                      sub_batch_sizes=(1, 7, 64), accuracy_sizes=accuracy_sizes[:2], quick=True,
                      random_rows=RandomRowsPlan(RANDOM_SEED, RANDOM_DATA_SEED, pool=256, rows_per_size=2))

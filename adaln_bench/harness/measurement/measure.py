@@ -16,6 +16,7 @@ from adaln_bench.harness.measurement import plan as P
 from adaln_bench.harness.measurement.accuracy import Errors, measure_accuracy
 from adaln_bench.harness.measurement.device_time import Reference, device_time_point
 from adaln_bench.harness.measurement.fingerprint import fingerprint
+from adaln_bench.harness.measurement.graphed_runs import GraphedWorkload
 from adaln_bench.harness.measurement.parts import Parts
 from adaln_bench.harness.measurement.probes import probe_batch_invariance
 from adaln_bench.harness.measurement.step_clock import ACCURACY, LATENCY, PROBES, StepClock
@@ -23,7 +24,7 @@ from adaln_bench.harness.measurement.subject import Subject
 from adaln_bench.harness.measurement.timing import time_call
 from adaln_bench.harness.measurement.workload import Workload
 from adaln_bench.ops.draws import draw_rows
-from adaln_bench.datamodel.schema import AccuracyLatency, CandidateResult
+from adaln_bench.datamodel.schema import AccuracyLatency, CandidateResult, ProbeRuns
 from adaln_bench.shape import Shape
 
 
@@ -46,11 +47,14 @@ class _Silent:
 def measure_candidate(subject: Subject, params: dict[str, torch.Tensor], shape: Shape, device: torch.device,
                       plan: P.ProbePlan, parts: Parts = Parts(),
                       mode_off: Callable[[], ContextManager] = contextlib.nullcontext,
-                      progress: Optional[Progress] = None, steps: Optional[StepClock] = None) -> CandidateResult:
+                      progress: Optional[Progress] = None, steps: Optional[StepClock] = None,
+                      probe_graphs: bool = True) -> CandidateResult:
     """The chosen parts for one candidate, as the report's CandidateResult.
 
     Each part is a step of `steps` (harness/measurement/step_clock.py): the probes and the errors share the GPU
-    with other processes, the latency of every size is one exclusive step, after the errors of every size."""
+    with other processes, the latency of every size is one exclusive step, after the errors of every size.
+    On CUDA the probes replay their runs of few rows from CUDA graphs unless `probe_graphs` is off
+    (harness/measurement/graphed_runs.py)."""
     impl = subject.impl
     progress = progress or _Silent()
     steps = steps or StepClock()
@@ -67,8 +71,11 @@ def measure_candidate(subject: Subject, params: dict[str, torch.Tensor], shape: 
                 progress.tick(runs)
                 step.breathe()
 
-            invariance = probe_batch_invariance(workload, plan, tick)
-            del workload  # its cached batch is large
+            runner = GraphedWorkload(workload) if probe_graphs and device.type == "cuda" else workload
+            invariance = probe_batch_invariance(runner, plan, tick)
+            if isinstance(runner, GraphedWorkload):
+                invariance.runs = ProbeRuns(**runner.counts())
+            del workload, runner  # its cached batch is large
 
     errors: dict[int, Errors] = {}
     if parts.accuracy:

@@ -42,9 +42,13 @@ class Workload:
         return self._batch[key]
 
     def __call__(self, seed: int, n: int, rows: Sequence[int]) -> RunOutput:
+        return self.run_indexed(seed, n, row_index(rows, self.device))
+
+    def run_indexed(self, seed: int, n: int, index: torch.Tensor) -> RunOutput:
+        """The run of the rows `index` (a long tensor on the device): what a CUDA graph of the run captures
+        (graphed_runs.py), reading the rows from a buffer it refills before each replay."""
         subject = self.subject
         full = self.batch(seed, n)
-        index = row_index(rows, self.device)
         picked = {name: (self.params[name] if name in self.params else full[name].index_select(0, index))
                   for name in subject.inputs}
         if not subject.has_backward:

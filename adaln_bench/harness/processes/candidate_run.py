@@ -78,7 +78,7 @@ def measure_one(spec: ChildSpec, op, name: str, params: dict, switch, clock: Ste
     try:
         subject = Subject.of(op, candidate, impl, config.shape)
         measured = measure_candidate(subject, params, config.shape, device, plan, config.parts, switch.off, progress,
-                                     clock)
+                                     clock, probe_graphs=config.probe_graphs)
     except Exception as exc:
         traceback.print_exc()
         return CandidateUnavailable(unavailable=f"measurement failed: {type(exc).__name__}: {exc}", status="failed")
