@@ -124,9 +124,20 @@ def test_a_replayed_run_is_a_copy_that_the_next_replay_leaves_alone():
 
 @pytest.mark.parametrize("graphs", [True, False])
 def test_measure_candidate_records_how_the_runs_were_made_only_on_cuda(graphs):
+    # On the CPU every run is eager, asked for graphs or not: no `runs` record.
     from adaln_bench.harness.measurement.measure import Parts, measure_candidate
 
     impl = Implementation(source="replay", has_backward=True, forward=replay)
     result = measure_candidate(projection_subject(impl, SHAPE), make_params(SHAPE, CPU).as_inputs(), SHAPE, CPU,
                                PLAN, Parts(accuracy=False, latency=False), probe_graphs=graphs)
     assert result.batch_invariance is not None and result.batch_invariance.runs is None  # the CPU: all eager
+
+
+def test_the_run_command_leaves_the_probes_eager_unless_asked(tmp_path):
+    from adaln_bench.harness.processes.protocol import RunConfig
+
+    assert RunConfig(device="cuda", shape=SHAPE).probe_graphs is False
+    from conftest import run_cli
+
+    shown = run_cli("run", "--help").stdout
+    assert "--probe-graphs" in shown and "--eager-probes" in shown

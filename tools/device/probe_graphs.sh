@@ -30,7 +30,7 @@ run() {  # run NAME [extra options…]
   touch "$W/$name.done"
   python3 tools/device/run_time.py --trace "$W/$name.trace.jsonl" --util "$W/$name.util.csv" "$W/$name"/runs/*.json
 }
-run graphs "$@"
+run graphs --probe-graphs "$@"
 run eager --eager-probes "$@"
 for eager_report in "$W"/eager/*/*.json; do
   [ "$(basename "$(dirname "$eager_report")")" = runs ] && continue

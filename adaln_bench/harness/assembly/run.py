@@ -51,8 +51,8 @@ class RunRequest:
     serial: bool = False
     # `--mps`: the run's processes share the GPU through CUDA's Multi-Process Service (harness/processes/mps.py).
     mps: bool = False
-    # `--eager-probes`: no probe run replayed from a CUDA graph (harness/measurement/graphed_runs.py).
-    eager_probes: bool = False
+    # `--probe-graphs`: CUDA probe runs of few rows replayed from CUDA graphs (harness/measurement/graphed_runs.py).
+    probe_graphs: bool = False
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
@@ -249,7 +249,7 @@ def run_config(request: RunRequest):
                      parts=Parts(probes=not (r.latency_only or r.accuracy_only), accuracy=not r.latency_only,
                                  latency=not r.accuracy_only),
                      cold_start=r.cold_start and not r.accuracy_only,
-                     draw_geometry=r.geometry.name, serial=r.serial, probe_graphs=not r.eager_probes)
+                     draw_geometry=r.geometry.name, serial=r.serial, probe_graphs=r.probe_graphs)
 
 
 def _scheduled(request: RunRequest, ops):

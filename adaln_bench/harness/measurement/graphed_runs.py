@@ -17,7 +17,7 @@ What makes a replay stand for an eager run:
 
 A replayed run returns copies of its outputs and row gradients (the probes keep some runs while others replay)
 and no parameter gradients: the probes read those only from whole-batch runs. What ran how is counted
-(`ProbeRuns`, in the report's `batch_invariance.runs`). `run --eager-probes` turns the graphs off.
+(`ProbeRuns`, in the report's `batch_invariance.runs`). `run --probe-graphs` turns the graphs on.
 """
 from __future__ import annotations
 

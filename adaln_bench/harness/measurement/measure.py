@@ -48,12 +48,12 @@ def measure_candidate(subject: Subject, params: dict[str, torch.Tensor], shape: 
                       plan: P.ProbePlan, parts: Parts = Parts(),
                       mode_off: Callable[[], ContextManager] = contextlib.nullcontext,
                       progress: Optional[Progress] = None, steps: Optional[StepClock] = None,
-                      probe_graphs: bool = True) -> CandidateResult:
+                      probe_graphs: bool = False) -> CandidateResult:
     """The chosen parts for one candidate, as the report's CandidateResult.
 
     Each part is a step of `steps` (harness/measurement/step_clock.py): the probes and the errors share the GPU
     with other processes, the latency of every size is one exclusive step, after the errors of every size.
-    On CUDA the probes replay their runs of few rows from CUDA graphs unless `probe_graphs` is off
+    On CUDA with `probe_graphs` the probes replay their runs of few rows from CUDA graphs
     (harness/measurement/graphed_runs.py)."""
     impl = subject.impl
     progress = progress or _Silent()

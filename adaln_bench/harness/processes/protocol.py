@@ -52,9 +52,9 @@ class RunConfig(BaseModel):
     # What to measure per candidate: the probes (with the fingerprint), the errors against FP64, the times.
     # A latency-only child (probes and accuracy off: `run --repeat K`) makes no run but the timed ones.
     parts: Parts = Parts()
-    # CUDA: the probes replay their runs of few rows from CUDA graphs (harness/measurement/graphed_runs.py);
-    # `run --eager-probes`: every run eager.
-    probe_graphs: bool = True
+    # CUDA, `run --probe-graphs`: the probes replay their runs of few rows from CUDA graphs
+    # (harness/measurement/graphed_runs.py); off: every run eager.
+    probe_graphs: bool = False
     # The cold-start check per candidate (with the probes only); off: the report has no cold_start entries.
     cold_start: bool = True
     # `run --draw-geometry`: "native", "h200", "b200" or an SM count (adaln_bench/draws).
