@@ -71,10 +71,14 @@ def all_built(tmp_path_factory):
     if _MISSING:
         pytest.skip(_MISSING)
 
+    # Made here, not in the threads: the factory's first call creates the session's base folder, and two threads
+    # making it at once each get their own and then refuse the other's.
+    outs = {t: tmp_path_factory.mktemp(f"{t[0]}-{t[1]}") for t in TARGETS}
+
     def one(path_arch):
         path, arch = path_arch
         target = B.target_for_arch(path, arch)
-        out = tmp_path_factory.mktemp(f"{path}-{arch}")
+        out = outs[path_arch]
         t0 = time.perf_counter()
         meta = toolchain.compile_library(B.recipe(target), out)
         print(f"built {path} for {arch} in {time.perf_counter() - t0:.0f} s: {meta['compile_seconds']}")

@@ -52,9 +52,11 @@ def built(tmp_path_factory):
     if _MISSING:
         pytest.skip(_MISSING)
 
+    outs = {arch: tmp_path_factory.mktemp(arch) for arch in ARCHS}  # not in the threads: see test_bundled_build.py
+
     def one(arch):
         target = B.target_for_arch(arch)
-        out = tmp_path_factory.mktemp(arch)
+        out = outs[arch]
         t0 = time.perf_counter()
         meta = toolchain.compile_library(B.recipe(target), out)
         print(f"built gathered for {arch} in {time.perf_counter() - t0:.0f} s")
