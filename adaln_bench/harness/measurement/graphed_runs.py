@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from adaln_bench.harness.measurement.runs import RunOutput
+from adaln_bench.harness.measurement.runs import RunOutput, same_rows
 from adaln_bench.harness.measurement.workload import Workload, row_index
 
 # The largest run replayed: the sweep's batches (up to 2048 rows) and the small sub-batches. A larger run is one
@@ -69,15 +69,8 @@ Capture = Callable[[Workload, int, int, torch.Tensor], "tuple[RunOutput, Graphed
 
 def _same(a: RunOutput, b: RunOutput) -> bool:
     """Outputs and row gradients bitwise equal (parameter gradients may be summed with atomics: not asked)."""
-    pairs = list(zip(a.outs, b.outs))
-    if (a.row_grads is None) != (b.row_grads is None) or len(a.outs) != len(b.outs):
-        return False
-    pairs += list(zip(a.row_grads or (), b.row_grads or ()))
-    return all(x.shape == y.shape and x.dtype == y.dtype and bool(torch.equal(x, y)) for x, y in pairs)
-
-
-def _copy(t: torch.Tensor) -> torch.Tensor:
-    return t.clone()
+    every = slice(None)
+    return same_rows(a.outs, every, b.outs, every) and same_rows(a.row_grads, every, b.row_grads, every)
 
 
 class GraphedWorkload:
@@ -89,16 +82,15 @@ class GraphedWorkload:
         self._batch: Optional[tuple[int, int]] = None  # the batch the graphs read (the workload keeps one)
         self._graph: Optional[tuple[int, Graphed]] = None  # (rows, graph): one at a time, for its memory
         self._seen: dict[int, int] = {}  # runs of each size of this batch
-        self._eager_sizes: set[int] = set()  # sizes whose replay did not match the eager run
+        self._eager_sizes: set[int] = set()  # sizes whose first replay did not match the eager run
         self.off: Optional[str] = None  # why no run of the candidate is replayed any more
         self.replayed = self.eager = self.graphs = 0
-        self.mismatched: list[int] = []
 
     def __call__(self, seed: int, n: int, rows: Sequence[int]) -> RunOutput:
         if (seed, n) != self._batch:  # a new batch: the graphs read the old one's memory
             self._batch, self._graph, self._seen = (seed, n), None, {}
         k = len(rows)
-        whole = isinstance(rows, range) and rows.start == 0 and rows.stop == n and rows.step == 1
+        whole = rows == range(n)  # a list never equals a range: only the references' own runs
         if self.off or whole or k > self.max_rows or k in self._eager_sizes:
             return self._eager(seed, n, rows)
         self._seen[k] = self._seen.get(k, 0) + 1
@@ -113,19 +105,16 @@ class GraphedWorkload:
         return self.workload(seed, n, rows)
 
     def _replay(self, g: Graphed, rows: Sequence[int]) -> RunOutput:
-        if isinstance(rows, range) or not g.index.is_cuda:
-            g.index.copy_(row_index(rows, g.index.device))
-        else:  # straight from pinned memory into the buffer: one copy, no wait
-            g.index.copy_(torch.tensor(list(rows), dtype=torch.long).pin_memory(), non_blocking=True)
+        g.index.copy_(row_index(rows, g.index.device))
         g.replay()
         self.replayed += 1
         r = g.result
-        return RunOutput(tuple(_copy(t) for t in r.outs),
-                         tuple(_copy(t) for t in r.row_grads) if r.row_grads is not None else None, None)
+        return RunOutput(tuple(t.clone() for t in r.outs),
+                         tuple(t.clone() for t in r.row_grads) if r.row_grads is not None else None, None)
 
     def _capture(self, seed: int, n: int, rows: Sequence[int], k: int) -> RunOutput:
         self._graph = None  # its memory back before the next graph takes its own
-        index = row_index(rows, self.workload.device).clone()
+        index = row_index(rows, self.workload.device)  # a fresh tensor: the graph's buffer from now on
         try:
             eager, graphed = self.capture(self.workload, seed, n, index)
         except Exception as exc:  # noqa: BLE001 - the candidate cannot be captured: every later run eager
@@ -137,7 +126,6 @@ class GraphedWorkload:
         self.graphs += 1
         if not _same(eager, graphed.result):
             self._eager_sizes.add(k)
-            self.mismatched.append(k)
             return eager
         self._graph = (k, graphed)
         return eager
@@ -145,4 +133,4 @@ class GraphedWorkload:
     def counts(self) -> dict:
         """What ran how, for the report (`ProbeRuns`)."""
         return {"replayed": self.replayed, "eager": self.eager, "graphs": self.graphs,
-                "eager_sizes": sorted(self.mismatched) or None, "graphs_off": self.off}
+                "eager_sizes": sorted(self._eager_sizes) or None, "graphs_off": self.off}
