@@ -92,6 +92,29 @@ def test_a_callable_that_refuses_capture_is_timed_queued():
     assert timing.median_us == pytest.approx(_events_back_to_back_us(fn_inner), rel=0.15)  # see above
 
 
+def test_a_callable_that_breaks_the_capture_is_timed_queued_and_the_cache_still_empties():
+    # A host read invalidates the capture: cudaStreamEndCapture fails, and torch raises before it tells its
+    # allocator that the capture ended. Unless that is put right, empty_cache frees nothing for the rest of the
+    # process (cuda_capture.py).
+    fn_inner = _matmul()
+
+    def fn():
+        out = fn_inner()
+        float(out[0, 0])
+        return out
+
+    timing = measure_device_time(fn, "cuda", rule=RULE)
+    assert timing.method == "queued" and timing.capture_error
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    block = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    del block
+    assert torch.cuda.memory_reserved() >= before + (1 << 30)
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() < before + (1 << 30)
+    assert measure_device_time(fn_inner, "cuda", rule=RULE).method == "cuda_graph"  # capture works again
+
+
 def test_forward_and_backward_with_fresh_leaves_is_captured():
     g = torch.Generator("cuda").manual_seed(1)
     temb = torch.randn(4, 2688, device="cuda", generator=g)

@@ -2,7 +2,7 @@
 children and the most GPU memory one of them reserved. With `--trace STEPS.jsonl` (the run's
 ADALN_BENCH_STEP_TRACE), the trace's span split into seconds some exclusive step held the GPU, seconds only
 shared steps ran (and how many at once on average), and seconds no step ran.
-`python3 tools/device/run_time.py [--trace STEPS.jsonl[.xz] [--util GPU_UTIL.csv]] RUN_INDEX.json ...`
+`python3 tools/device/run_time.py [--trace STEPS.jsonl[.xz] [--util GPU_UTIL.csv[.xz]]] RUN_INDEX.json ...`
 (GPU_UTIL.csv: tools/device/gpu_util.py's samples: the GPU's mean utilization while each kind of step ran)"""
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def read_util(path: str, gpu: int | str = 0, column: int = 2) -> list[tuple[floa
     """gpu_util.py's samples of one GPU, or of the host (`gpu="host"`: column 2 the CPU's busy percent, 3 the
     runnable threads)."""
     out = []
-    with open(path, encoding="utf-8") as f:
+    with _open_text(path) as f:
         for line in f:
             fields = line.strip().split(",")
             if len(fields) == 4 and fields[1] == str(gpu):
@@ -104,9 +104,13 @@ def read_util(path: str, gpu: int | str = 0, column: int = 2) -> list[tuple[floa
     return out
 
 
+def _open_text(path: str):
+    opener = lzma.open if path.endswith(".xz") else open  # a committed trace or sample file is kept compressed
+    return opener(path, "rt", encoding="utf-8")
+
+
 def read_trace(path: str) -> list[dict]:
-    opener = lzma.open if path.endswith(".xz") else open  # a committed trace is kept compressed
-    with opener(path, "rt", encoding="utf-8") as f:
+    with _open_text(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

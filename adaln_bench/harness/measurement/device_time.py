@@ -266,6 +266,8 @@ class GraphSampler:
     def __init__(self, fn: Callable[[], object], warmup: int = 3):
         import torch
 
+        from adaln_bench.harness.measurement.cuda_capture import shared_pool
+
         self.notes: list[str] = []
         # Warm up on a side stream, as torch asks before a capture: lazy init, autotuning, allocator growth.
         side = torch.cuda.Stream()
@@ -276,6 +278,7 @@ class GraphSampler:
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         self.fn, self.calls = fn, 1
+        self._pool = shared_pool()  # the second capture reuses the first's memory
         self.graph = self._capture(1)
         one = median(self._replay(5))
         calls = calls_for_span(one)
@@ -288,10 +291,16 @@ class GraphSampler:
     def _capture(self, calls: int):
         import torch
 
+        from adaln_bench.harness.measurement.cuda_capture import recovered_on_failure
+
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                self.fn()
+        device = torch.device("cuda", torch.cuda.current_device())
+        # A capture the candidate breaks must not leave the allocator believing it is still under way: the
+        # process could then never empty its cache again (cuda_capture.py).
+        with recovered_on_failure(graph, self._pool, device):
+            with torch.cuda.graph(graph, pool=self._pool.id if self._pool is not None else None):
+                for _ in range(calls):
+                    self.fn()
         torch.cuda.synchronize()
         return graph
 

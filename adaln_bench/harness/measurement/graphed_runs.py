@@ -11,7 +11,8 @@ What makes a replay stand for an eager run:
 - the graph is captured from the candidate's own eager code, after an eager run of the same rows (its warm-up);
 - that eager run and the graph's first replay must agree bit for bit in every output and row gradient, or runs of
   that size stay eager for the rest of the candidate's probes (a candidate whose launches vary from call to call);
-- a capture that fails (a candidate that synchronizes, say) leaves every later run of the candidate eager;
+- a capture that fails (a candidate that synchronizes, say) leaves every later run of the candidate eager, and the
+  allocator as it was before the capture (cuda_capture.py, which also keeps the captures' memory to one graph's);
 - a run of the whole batch in order (the probes' reference runs and the fingerprint) is always eager, and so is
   a run larger than MAX_GRAPH_ROWS rows or of a size seen once.
 
@@ -21,47 +22,17 @@ and no parameter gradients: the probes read those only from whole-batch runs. Wh
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import torch
 
+from adaln_bench.harness.measurement.cuda_capture import CudaCapture, Graphed
 from adaln_bench.harness.measurement.runs import RunOutput, same_rows
 from adaln_bench.harness.measurement.workload import Workload, row_index
 
 # The largest run replayed: the sweep's batches (up to 2048 rows) and the small sub-batches. A larger run is one
 # of a few per probe, and its graph would hold that many rows' intermediates.
 MAX_GRAPH_ROWS = 2048
-
-
-@dataclass
-class Graphed:
-    """One captured run: the index buffer it reads and the tensors each replay overwrites."""
-
-    replay: Callable[[], None]
-    index: torch.Tensor
-    result: RunOutput
-
-
-def capture_cuda(workload: Workload, seed: int, n: int, index: torch.Tensor) -> tuple[RunOutput, Graphed]:
-    """An eager run of the rows in `index` on a side stream (the warm-up torch asks for before a capture), then the
-    same run captured on that stream; returns the eager run and the graph, replayed once. (Not `torch.cuda.graph`:
-    its garbage collection and emptied cache at every capture would cost more than a hundred captures save.)"""
-    main = torch.cuda.current_stream()
-    side = torch.cuda.Stream()
-    side.wait_stream(main)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(side):
-        eager = workload.run_indexed(seed, n, index)
-        side.synchronize()
-        graph.capture_begin()
-        try:
-            static = workload.run_indexed(seed, n, index)
-        finally:
-            graph.capture_end()
-    main.wait_stream(side)
-    graph.replay()
-    return eager, Graphed(graph.replay, index, static)
 
 
 Capture = Callable[[Workload, int, int, torch.Tensor], "tuple[RunOutput, Graphed]"]
@@ -78,7 +49,7 @@ class GraphedWorkload:
 
     def __init__(self, workload: Workload, capture: Optional[Capture] = None, max_rows: int = MAX_GRAPH_ROWS):
         self.workload, self.max_rows = workload, max_rows
-        self.capture = capture or capture_cuda
+        self.capture = capture or CudaCapture()
         self._batch: Optional[tuple[int, int]] = None  # the batch the graphs read (the workload keeps one)
         self._graph: Optional[tuple[int, Graphed]] = None  # (rows, graph): one at a time, for its memory
         self._seen: dict[int, int] = {}  # runs of each size of this batch
