@@ -65,7 +65,7 @@ class CudaCapture:
             eager = workload.run_indexed(seed, n, index)
             side.synchronize()
             with recovered_on_failure(graph, self._pool, device):
-                graph.capture_begin(pool=self._pool.id if self._pool is not None else None)
+                graph.capture_begin(pool=pool_id(self._pool))
                 try:
                     static: RunOutput = workload.run_indexed(seed, n, index)
                 finally:
@@ -78,6 +78,11 @@ class CudaCapture:
 def shared_pool():
     """A memory pool for captures made one after another (torch.cuda.MemPool), or None where torch has none."""
     return torch.cuda.MemPool() if hasattr(torch.cuda, "MemPool") else None
+
+
+def pool_id(pool):
+    """What a capture takes as its pool: the shared pool's id, or None (a private pool) without one."""
+    return pool.id if pool is not None else None
 
 
 @contextlib.contextmanager

@@ -291,14 +291,14 @@ class GraphSampler:
     def _capture(self, calls: int):
         import torch
 
-        from adaln_bench.harness.measurement.cuda_capture import recovered_on_failure
+        from adaln_bench.harness.measurement.cuda_capture import pool_id, recovered_on_failure
 
         graph = torch.cuda.CUDAGraph()
         device = torch.device("cuda", torch.cuda.current_device())
         # A capture the candidate breaks must not leave the allocator believing it is still under way: the
         # process could then never empty its cache again (cuda_capture.py).
         with recovered_on_failure(graph, self._pool, device):
-            with torch.cuda.graph(graph, pool=self._pool.id if self._pool is not None else None):
+            with torch.cuda.graph(graph, pool=pool_id(self._pool)):
                 for _ in range(calls):
                     self.fn()
         torch.cuda.synchronize()
